@@ -1,0 +1,50 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+
+.PHONY: install install-dev run test lint format bench migrate clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+migrate: install
+	$(PY) manage.py migrate --noinput
+
+## Serve the app on the embedded default (SQLite under var/, tasks in-process), with a month of demo data.
+run: migrate
+	$(PY) manage.py seed_demo
+	@echo "serving http://127.0.0.1:$(PORT)/  (API: http://127.0.0.1:$(PORT)/api/v1/)"
+	$(PY) manage.py runserver 127.0.0.1:$(PORT)
+
+## The whole suite: lint, migrations in step with models, then pytest.
+test: install-dev
+	$(VENV)/bin/ruff check .
+	$(PY) manage.py makemigrations --check --dry-run
+	$(PY) -m pytest
+
+lint: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install-dev
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+## Benchmarks against PostgreSQL (DATABASE_URL); prints `name: value` lines.
+bench: install-dev
+	$(PY) manage.py bench
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,42 @@
+"""Calendar months in UTC: parsing 'YYYY-MM' and the half-open interval a month covers."""
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+_MONTH = re.compile(r"^(?P<year>\d{4})-(?P<month>0[1-9]|1[0-2])$")
+
+
+@dataclass(frozen=True, order=True)
+class Month:
+    year: int
+    month: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Month":
+        match = _MONTH.match(text.strip())
+        if not match:
+            raise ValueError(f"month {text!r} is not of the form YYYY-MM")
+        return cls(int(match["year"]), int(match["month"]))
+
+    @classmethod
+    def of(cls, moment: datetime) -> "Month":
+        moment = moment.astimezone(UTC)
+        return cls(moment.year, moment.month)
+
+    @property
+    def start(self) -> datetime:
+        return datetime(self.year, self.month, 1, tzinfo=UTC)
+
+    @property
+    def end(self) -> datetime:
+        return self.next().start
+
+    def next(self) -> "Month":
+        return Month(self.year + self.month // 12, self.month % 12 + 1)
+
+    def previous(self) -> "Month":
+        return Month(self.year - (self.month == 1), (self.month - 2) % 12 + 1)
+
+    def __str__(self) -> str:
+        return f"{self.year:04d}-{self.month:02d}"
