@@ -1,0 +1,3 @@
+from collectors.cli import main
+
+raise SystemExit(main())
