@@ -1,0 +1,25 @@
+"""One error shape for the whole API: {"error": {"code", "message", "details"}}."""
+
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+def exception_handler(exc, context):
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    data = response.data
+    code = getattr(exc, "default_code", "error")
+    if isinstance(data, dict) and "error" in data:
+        return response
+    if isinstance(data, dict) and set(data) == {"detail"}:
+        message, details = str(data["detail"]), None
+        code = getattr(data["detail"], "code", code)
+    else:
+        message, details = "The request is not valid.", data
+    response.data = {"error": {"code": code, "message": message, "details": details}}
+    return response
+
+
+def error_response(status: int, code: str, message: str, details: object = None) -> Response:
+    return Response({"error": {"code": code, "message": message, "details": details}}, status=status)

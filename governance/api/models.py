@@ -1,0 +1,53 @@
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+TOKEN_PREFIX = "ggt_"
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def active(self) -> "ApiTokenQuerySet":
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiToken(models.Model):
+    """A named, scoped credential for automation or a collector; only its hash is stored."""
+
+    class Scope(models.TextChoices):
+        INGEST = "ingest", "Ingest only"
+        READ = "read", "Read"
+        WRITE = "write", "Read and write"
+        ADMIN = "admin", "Admin"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=200)
+    scope = models.CharField(max_length=8, choices=Scope.choices)
+    prefix = models.CharField(max_length=12, help_text="The first characters, to recognise a token.")
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="apitoken_unique_user_name")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.scope}, {self.prefix}…)"
+
+    @staticmethod
+    def generate() -> str:
+        return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+    def revoke(self) -> None:
+        self.revoked_at = timezone.now()
+        self.save(update_fields=["revoked_at"])

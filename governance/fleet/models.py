@@ -1,0 +1,58 @@
+from django.db import models
+
+
+class Cluster(models.Model):
+    """A set of GPU nodes under one scheduler, priced and reconciled as a whole."""
+
+    class UnallocatedPolicy(models.TextChoices):
+        SHOW = "show", "Shown as its own line"
+        SHARE = "share", "Shared among teams by allocated cost"
+
+    name = models.CharField(max_length=200, unique=True)
+    unallocated_policy = models.CharField(
+        max_length=8, choices=UnallocatedPolicy.choices, default=UnallocatedPolicy.SHOW
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(models.Model):
+    """A host with GPUs, as named by its collector."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=200)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["cluster", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="node_unique_cluster_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Gpu(models.Model):
+    """One GPU or one MIG instance (a GPU of its own in the records), identified by its UUID."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="gpus")
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    uuid = models.CharField(max_length=200)
+    index = models.PositiveSmallIntegerField()
+    model = models.CharField(max_length=200)
+    memory_total_mib = models.FloatField()
+    numa_node = models.PositiveSmallIntegerField(null=True, blank=True)
+    mig_profile = models.CharField(max_length=32, blank=True)
+    first_seen_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["cluster", "node", "index"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "uuid"], name="gpu_unique_cluster_uuid")]
+
+    def __str__(self) -> str:
+        return f"{self.node.name}:{self.index} {self.model}"

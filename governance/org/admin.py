@@ -1,0 +1,39 @@
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin
+
+from governance.org.models import Membership, Project, ProjectMapping, Team, User
+
+
+@admin.register(User)
+class GovernanceUserAdmin(UserAdmin):
+    fieldsets = (*UserAdmin.fieldsets, ("Governance", {"fields": ("role",)}))
+    list_display = ("username", "email", "role", "is_active")
+    list_filter = ("role", "is_active")
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "lead_email")
+    search_fields = ("slug", "name")
+    prepopulated_fields = {"slug": ("name",)}
+    inlines = [MembershipInline]
+
+
+class ProjectMappingInline(admin.TabularInline):
+    model = ProjectMapping
+    extra = 0
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "team")
+    list_filter = ("team",)
+    search_fields = ("slug", "name")
+    prepopulated_fields = {"slug": ("name",)}
+    inlines = [ProjectMappingInline]

@@ -1,0 +1,93 @@
+from django.contrib.auth.models import AbstractUser
+from django.db import models
+
+
+class User(AbstractUser):
+    """A person who signs in. `role` grants organisation-wide powers; team powers come from memberships."""
+
+    class Role(models.TextChoices):
+        ADMIN = "admin", "Platform admin"
+        FINANCE = "finance", "Finance"
+        MEMBER = "member", "Team member"
+
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+
+    @property
+    def is_platform_admin(self) -> bool:
+        return self.is_superuser or self.role == self.Role.ADMIN
+
+    @property
+    def sees_all_costs(self) -> bool:
+        return self.is_platform_admin or self.role == self.Role.FINANCE
+
+
+class Team(models.Model):
+    """A group that is billed: the unit of chargeback and of visibility."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    lead_email = models.EmailField(blank=True, help_text="Where budget alerts go when no lead membership has one.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Project(models.Model):
+    """A piece of work owned by one team; jobs are attributed to projects."""
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="projects")
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ProjectMapping(models.Model):
+    """Maps a scheduler's account (Slurm) or namespace (Kubernetes) to a project, optionally per cluster."""
+
+    class Kind(models.TextChoices):
+        SLURM_ACCOUNT = "slurm_account", "Slurm account"
+        K8S_NAMESPACE = "k8s_namespace", "Kubernetes namespace"
+        LABEL = "label", "Project label"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.SLURM_ACCOUNT)
+    value = models.CharField(max_length=200)
+    cluster_name = models.CharField(max_length=200, blank=True, help_text="Empty: applies to every cluster.")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="mappings")
+
+    class Meta:
+        ordering = ["kind", "value"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "value", "cluster_name"], name="project_mapping_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.value} -> {self.project}"
+
+
+class Membership(models.Model):
+    """A user's place in a team: its lead (sees the team's bill) or an engineer (own jobs, team totals)."""
+
+    class Role(models.TextChoices):
+        LEAD = "lead", "Team lead"
+        ENGINEER = "engineer", "Engineer"
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.ENGINEER)
+
+    class Meta:
+        ordering = ["team", "user"]
+        constraints = [models.UniqueConstraint(fields=["user", "team"], name="membership_unique_user_team")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"

@@ -1,0 +1,35 @@
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils.text import slugify
+
+from governance.org.models import Project, ProjectMapping, Team
+
+
+def project_resolve(*, account: str, team: str | None, cluster: str) -> Project | None:
+    """The project a scheduler account names: an explicit mapping first, then a project of that slug.
+
+    A record that names its team as well as its project creates the pair when neither exists yet;
+    an account with no mapping and no team stays unattributed rather than guessed.
+    """
+    mapping = (
+        ProjectMapping.objects.filter(value=account)
+        .filter(Q(cluster_name=cluster) | Q(cluster_name=""))
+        .select_related("project")
+        .order_by("-cluster_name")
+        .first()
+    )
+    if mapping is not None:
+        return mapping.project
+    slug = slugify(account)[:64]
+    project = Project.objects.filter(slug=slug).first()
+    if project is not None or not team or not slug:
+        return project
+    team_slug = slugify(team)[:64]
+    if not team_slug:
+        return None
+    try:
+        with transaction.atomic():
+            team_obj, _ = Team.objects.get_or_create(slug=team_slug, defaults={"name": team})
+            return Project.objects.get_or_create(slug=slug, defaults={"team": team_obj, "name": account})[0]
+    except IntegrityError:  # another worker created it first
+        return Project.objects.get(slug=slug)

@@ -1,0 +1,66 @@
+import hashlib
+import sys
+from pathlib import Path
+
+import msgspec
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from collectors.records import decode_record_line
+from governance.usage.services import usage_records_import
+
+CHUNK = 5000
+MAX_ERRORS = 20
+
+
+class Command(BaseCommand):
+    help = "Import usage records (JSON Lines of job and sample records) through the ingest path."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", help="JSON Lines file, or - for standard input")
+        parser.add_argument("--collector", default="import")
+
+    def handle(self, *args, file: str, collector: str, **options):
+        data = sys.stdin.buffer.read() if file == "-" else self._read(file)
+        digest = hashlib.sha256(data).hexdigest()
+        lines = data.splitlines()
+        progress = self.stderr.isatty() and options["verbosity"] > 0
+        errors: list[str] = []
+        stored = duplicates = 0
+        with transaction.atomic():
+            chunk: list = []
+            chunk_no = 0
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    chunk.append(decode_record_line(line))
+                except msgspec.DecodeError as exc:
+                    errors.append(f"line {number}: {exc}")
+                    if len(errors) >= MAX_ERRORS:
+                        break
+                    continue
+                if len(chunk) >= CHUNK:
+                    receipt = usage_records_import(
+                        records=chunk, source_digest=digest, chunk=chunk_no, collector=collector
+                    )
+                    stored, duplicates = stored + receipt.records, duplicates + receipt.duplicate
+                    chunk, chunk_no = [], chunk_no + 1
+                    if progress:
+                        self.stderr.write(f"\r{number * 100 // len(lines):3d}% {stored} records", ending="")
+            if errors:
+                transaction.set_rollback(True)
+                raise CommandError("nothing imported; the file has invalid records:\n" + "\n".join(errors))
+            if chunk:
+                receipt = usage_records_import(records=chunk, source_digest=digest, chunk=chunk_no, collector=collector)
+                stored, duplicates = stored + receipt.records, duplicates + receipt.duplicate
+        if progress:
+            self.stderr.write("\r100%")
+        note = f" ({duplicates} batches were already imported)" if duplicates else ""
+        self.stdout.write(self.style.SUCCESS(f"stored {stored} records{note}"))
+
+    def _read(self, file: str) -> bytes:
+        path = Path(file)
+        if not path.is_file():
+            raise CommandError(f"{file}: no such file")
+        return path.read_bytes()

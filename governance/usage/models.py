@@ -1,0 +1,158 @@
+from django.db import models
+from django.db.models import Q
+
+from governance.fleet.models import Cluster, Gpu
+from governance.org.models import Project
+
+
+class Job(models.Model):
+    """One scheduler job (Slurm job, Kubernetes pod), as its collectors last described it."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        TIMEOUT = "timeout"
+        PREEMPTED = "preempted"
+        NODE_FAIL = "node_fail"
+        OUT_OF_MEMORY = "out_of_memory"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
+    external_id = models.CharField(max_length=200, help_text="The scheduler's job id.")
+    user_name = models.CharField(max_length=200, blank=True)
+    account = models.CharField(max_length=200, blank=True, help_text="Project as the scheduler names it.")
+    team_name = models.CharField(max_length=200, blank=True, help_text="Team as the record named it, if any.")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, null=True, blank=True, related_name="jobs")
+    gpus = models.PositiveIntegerField(default=0)
+    gpu_model = models.CharField(max_length=200, blank=True)
+    submit_time = models.DateTimeField(null=True, blank=True)
+    start_time = models.DateTimeField(null=True, blank=True)
+    end_time = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.RUNNING)
+    labels = models.JSONField(default=dict, blank=True)
+    described = models.BooleanField(
+        default=False, help_text="False while only samples have named this job (no job record yet)."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-start_time", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "external_id"], name="job_unique_cluster_external_id"),
+        ]
+        indexes = [
+            models.Index(fields=["start_time", "end_time"], name="job_time_idx"),
+            models.Index(fields=["project", "start_time"], name="job_project_start_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}/{self.external_id}"
+
+
+class IngestBatch(models.Model):
+    """A batch as the API or an import received it: stored before 202, processed once by a worker."""
+
+    batch_id = models.UUIDField(unique=True)
+    collector = models.CharField(max_length=200)
+    body = models.BinaryField(help_text="The batch as JSON, exactly as validated.")
+    body_sha256 = models.CharField(max_length=64)
+    record_count = models.PositiveIntegerField()
+    received_at = models.DateTimeField(auto_now_add=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["received_at"]
+        indexes = [
+            models.Index(
+                fields=["received_at"], condition=Q(processed_at__isnull=True), name="ingestbatch_unprocessed_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return str(self.batch_id)
+
+
+class Sample(models.Model):
+    """One reading of one GPU at one time (append-only raw data, kept for the retention period)."""
+
+    ts = models.DateTimeField()
+    gpu = models.ForeignKey(Gpu, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    job = models.ForeignKey(Job, on_delete=models.DO_NOTHING, db_constraint=False, null=True, related_name="+")
+    sm_util = models.FloatField()
+    mem_used_mib = models.FloatField()
+    mem_total_mib = models.FloatField()
+    power_w = models.FloatField(null=True)
+    gpu_numa_node = models.SmallIntegerField(null=True)
+    cpu_numa_mask = models.BigIntegerField(null=True, help_text="Bit n set: the job's CPUs may run on NUMA node n.")
+    mem_util = models.FloatField(null=True)
+    tensor_active = models.FloatField(null=True)
+    dram_active = models.FloatField(null=True)
+    pcie_rx_mibps = models.FloatField(null=True)
+    pcie_tx_mibps = models.FloatField(null=True)
+    nvlink_mibps = models.FloatField(null=True)
+    host_cpu_util = models.FloatField(null=True)
+    io_wait = models.FloatField(null=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["gpu", "ts"], name="sample_gpu_ts_idx")]
+
+    def __str__(self) -> str:
+        return f"GPU {self.gpu_id} at {self.ts:%Y-%m-%d %H:%M:%S}: {self.sm_util}% SM"
+
+
+class JobGpuHour(models.Model):
+    """What one GPU did for one job in one hour: the rollup that reports, findings and costs read."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="hours")
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="job_hours")
+    hour = models.DateTimeField()
+    samples = models.PositiveIntegerField()
+    idle_samples = models.PositiveIntegerField(help_text="Samples under the idle SM threshold.")
+    sm_sum = models.FloatField()
+    sm_max = models.FloatField()
+    sm_sq_sum = models.FloatField(help_text="Sum of squares, for the SM spread (oscillation).")
+    mem_used_max = models.FloatField()
+    mem_total_mib = models.FloatField()
+    power_sum = models.FloatField()
+    power_samples = models.PositiveIntegerField()
+    numa_mismatch_samples = models.PositiveIntegerField(help_text="Samples whose job CPUs exclude the GPU's node.")
+    io_wait_sum = models.FloatField()
+    io_wait_samples = models.PositiveIntegerField()
+    host_cpu_sum = models.FloatField()
+    host_cpu_samples = models.PositiveIntegerField()
+    tensor_sum = models.FloatField()
+    tensor_samples = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["hour"]
+        constraints = [models.UniqueConstraint(fields=["job", "gpu", "hour"], name="jobgpuhour_unique")]
+        indexes = [models.Index(fields=["hour"], name="jobgpuhour_hour_idx")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} GPU {self.gpu_id} {self.hour:%Y-%m-%d %H}h"
+
+
+class GpuHour(models.Model):
+    """What one GPU did in one hour, allocated or not: cluster utilisation and heatmaps read this."""
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="hours")
+    hour = models.DateTimeField()
+    samples = models.PositiveIntegerField()
+    allocated_samples = models.PositiveIntegerField()
+    idle_samples = models.PositiveIntegerField()
+    sm_sum = models.FloatField()
+    mem_used_max = models.FloatField()
+    power_sum = models.FloatField()
+    power_samples = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["hour"]
+        constraints = [models.UniqueConstraint(fields=["gpu", "hour"], name="gpuhour_unique")]
+        indexes = [models.Index(fields=["hour"], name="gpuhour_hour_idx")]
+
+    def __str__(self) -> str:
+        return f"GPU {self.gpu_id} {self.hour:%Y-%m-%d %H}h"

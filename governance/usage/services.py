@@ -1,0 +1,132 @@
+"""Ingest: store a validated batch durably (the inbox), then process it exactly once."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from collectors.records import Batch, JobRecord, SampleRecord, decode_batch, encode
+from governance.usage import writer
+from governance.usage.models import IngestBatch
+
+logger = logging.getLogger(__name__)
+
+BATCH_ID_CONFLICT = "batch_id {batch_id} was already received with different records"
+
+
+class BatchConflict(Exception):
+    """The batch id is known, but with other contents: a client bug, never silently merged."""
+
+
+@dataclass(frozen=True)
+class Receipt:
+    batch_id: uuid.UUID
+    records: int
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    jobs: int
+    samples: int
+
+
+def usage_batch_receive(*, body: bytes) -> Receipt:
+    """Validate a JSON batch and store it in the inbox; raises BatchInvalid or BatchConflict."""
+    return usage_batch_store(batch=decode_batch(body), body=body)
+
+
+def usage_batch_store(*, batch: Batch, body: bytes) -> Receipt:
+    """Store an already validated batch; once this returns, the batch is durable and will be processed."""
+    digest = hashlib.sha256(body).hexdigest()
+    try:
+        with transaction.atomic():
+            inbox = IngestBatch.objects.create(
+                batch_id=batch.batch_id,
+                collector=batch.collector,
+                body=body,
+                body_sha256=digest,
+                record_count=len(batch.records),
+            )
+            transaction.on_commit(lambda: _enqueue(inbox.pk))
+    except IntegrityError:
+        known = IngestBatch.objects.filter(batch_id=batch.batch_id).values_list("body_sha256", flat=True).first()
+        if known is None:
+            raise
+        if known != digest:
+            raise BatchConflict(BATCH_ID_CONFLICT.format(batch_id=batch.batch_id)) from None
+        return Receipt(batch_id=batch.batch_id, records=len(batch.records), duplicate=True)
+    return Receipt(batch_id=batch.batch_id, records=len(batch.records), duplicate=False)
+
+
+def _enqueue(inbox_pk: int) -> None:
+    from governance.usage.tasks import process_batch
+
+    try:
+        process_batch.delay(inbox_pk)
+    except Exception:  # broker down: the batch is safe in the inbox and the sweep will enqueue it
+        logger.warning("could not enqueue ingest batch %s; the sweep will retry", inbox_pk, exc_info=True)
+
+
+def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
+    """Turn one inbox batch into jobs, samples and rollups, exactly once; None if already done or taken."""
+    try:
+        with transaction.atomic():
+            inbox = (
+                IngestBatch.objects.select_for_update(skip_locked=True)
+                .filter(pk=inbox_pk, processed_at__isnull=True)
+                .first()
+            )
+            if inbox is None:
+                return None
+            result = usage_records_write(batch=decode_batch(bytes(inbox.body)))
+            inbox.processed_at = timezone.now()
+            inbox.attempts += 1
+            inbox.last_error = ""
+            inbox.save(update_fields=["processed_at", "attempts", "last_error"])
+    except Exception as exc:
+        IngestBatch.objects.filter(pk=inbox_pk).update(attempts=inbox_attempts(inbox_pk) + 1, last_error=repr(exc))
+        raise
+    return result
+
+
+def inbox_attempts(inbox_pk: int) -> int:
+    return IngestBatch.objects.filter(pk=inbox_pk).values_list("attempts", flat=True).first() or 0
+
+
+def usage_records_write(*, batch: Batch) -> ProcessResult:
+    jobs = [r for r in batch.records if isinstance(r, JobRecord)]
+    samples = [r for r in batch.records if isinstance(r, SampleRecord)]
+    cluster_ids = writer.clusters_ensure({r.cluster for r in batch.records})
+    writer.jobs_upsert(jobs, cluster_ids)
+    written = writer.samples_write(samples, cluster_ids)
+    return ProcessResult(jobs=len(jobs), samples=written)
+
+
+def inbox_sweep(*, older_than: timedelta = timedelta(minutes=2), limit: int = 1000) -> int:
+    """Enqueue inbox batches that were stored but never processed (the broker was down); returns how many."""
+    cutoff = timezone.now() - older_than
+    pks = list(
+        IngestBatch.objects.filter(processed_at__isnull=True, received_at__lt=cutoff)
+        .order_by("received_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    for pk in pks:
+        _enqueue(pk)
+    return len(pks)
+
+
+def import_batch_id(source_digest: str, chunk: int) -> uuid.UUID:
+    """Batch ids of an imported file derive from its contents, so importing it twice changes nothing."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"gpu-governance:import:{source_digest}:{chunk}")
+
+
+def usage_records_import(*, records: list, source_digest: str, chunk: int, collector: str = "import") -> Receipt:
+    batch = Batch(batch_id=import_batch_id(source_digest, chunk), collector=collector, records=records)
+    return usage_batch_store(batch=batch, body=encode(batch))
