@@ -1,0 +1,10 @@
+from django.urls import path
+
+from governance.dashboard import views
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("chargeback.csv", views.chargeback_csv, name="chargeback-csv"),
+]
