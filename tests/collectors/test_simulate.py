@@ -1,0 +1,45 @@
+import subprocess
+import sys
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+from collectors.records import JobRecord, SampleRecord, decode_record_line
+from collectors.simulate import SimulatedCluster
+from tests.factories import at
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_simulated_cluster_runs_jobs_of_several_teams_and_profiles():
+    sim = SimulatedCluster(gpus=16, start=at("2026-11-01T00:00:00Z"), end=at("2026-11-08T00:00:00Z"))
+
+    assert {j.team for j in sim.jobs} == {"nlp", "vision", "recsys"}
+    assert {"busy", "idle", "bursty", "memory_heavy", "busy_then_idle"} <= {j.profile for j in sim.jobs}
+
+
+def test_the_history_has_one_sample_per_gpu_per_interval():
+    sim = SimulatedCluster(gpus=4, start=at("2026-11-01T00:00:00Z"), end=at("2026-11-01T01:00:00Z"))
+
+    records = list(sim.history(timedelta(minutes=5)))
+
+    kinds = Counter(type(r) for r in records)
+    assert kinds[SampleRecord] == 4 * 12
+    assert all(r.job_id in {j.job_id for j in sim.jobs} for r in records if isinstance(r, JobRecord))
+
+
+def test_the_same_seed_gives_the_same_cluster():
+    a = SimulatedCluster(gpus=8, start=at("2026-11-01T00:00:00Z"), end=at("2026-11-03T00:00:00Z"), seed=3)
+    b = SimulatedCluster(gpus=8, start=at("2026-11-01T00:00:00Z"), end=at("2026-11-03T00:00:00Z"), seed=3)
+
+    assert [(j.job_id, j.start, j.profile) for j in a.jobs] == [(j.job_id, j.start, j.profile) for j in b.jobs]
+
+
+def test_the_command_line_prints_valid_records_in_dry_run():
+    result = subprocess.run(
+        [sys.executable, "-m", "collectors", "--source", "simulate", "--gpus", "8", "--once", "--dry-run"],
+        cwd=ROOT, capture_output=True, check=True,
+    )  # fmt: skip
+
+    records = [decode_record_line(line) for line in result.stdout.splitlines()]
+    assert sum(isinstance(r, SampleRecord) for r in records) == 8
