@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from governance.costs.csv import team_month_csv
 from governance.costs.selectors import chargeback_months
-from governance.dashboard.figures import CostPoint, cost_per_team_per_month
+from governance.dashboard.figures.costs import CostPoint, cost_per_team_per_month
 from governance.lib.months import Month
 
 MONTHS_SHOWN = 6

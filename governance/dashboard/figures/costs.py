@@ -1,4 +1,4 @@
-"""Plotly figures built from plain data: no ORM, no request. Each returns a figure dict for plotly.js."""
+"""Cost figures."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-# Okabe-Ito: distinguishable with the common colour-vision deficiencies.
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+from governance.dashboard.figures import PALETTE
 
 
 @dataclass(frozen=True)

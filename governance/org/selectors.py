@@ -1,0 +1,53 @@
+"""Who may see what. Every page, API list, filter, CSV and chart asks these, so the rule lives once.
+
+- admin and finance: every team.
+- team lead: the teams they lead (statements, jobs, findings, budgets).
+- engineer: their own jobs in detail, and their teams' totals.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Q, QuerySet
+
+from governance.org.models import Membership, Team, User
+
+
+def teams_visible(*, user: User) -> QuerySet[Team]:
+    """Teams whose totals the user may see."""
+    if not user.is_authenticated or not user.is_active:
+        return Team.objects.none()
+    if user.sees_all_costs:
+        return Team.objects.all()
+    return Team.objects.filter(memberships__user=user).distinct()
+
+
+def teams_led(*, user: User) -> QuerySet[Team]:
+    """Teams whose detail (every job, statement lines, findings, budgets) the user may see."""
+    if not user.is_authenticated or not user.is_active:
+        return Team.objects.none()
+    if user.sees_all_costs:
+        return Team.objects.all()
+    return Team.objects.filter(memberships__user=user, memberships__role=Membership.Role.LEAD).distinct()
+
+
+def job_visibility_filter(*, user: User, prefix: str = "") -> Q:
+    """A Q on Job (or on a model reaching Job through `prefix`, e.g. "job__") that keeps the visible jobs.
+
+    Admins and finance see every job; leads see their teams' jobs; engineers see the jobs they ran
+    (matched by scheduler user name = username). Unattributed jobs are visible to admins and finance only.
+    """
+    if not user.is_authenticated or not user.is_active:
+        return Q(pk__in=[])
+    if user.sees_all_costs:
+        return Q()
+    led = teams_led(user=user).values("pk")
+    mine = Q(**{f"{prefix}user_name": user.username}, **{f"{prefix}project__team__in": teams_visible(user=user)})
+    return Q(**{f"{prefix}project__team__in": led}) | mine
+
+
+def can_see_team(*, user: User, team: Team) -> bool:
+    return teams_visible(user=user).filter(pk=team.pk).exists()
+
+
+def can_see_team_detail(*, user: User, team: Team) -> bool:
+    return teams_led(user=user).filter(pk=team.pk).exists()
