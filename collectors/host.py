@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 
@@ -51,6 +52,7 @@ class Host:
                 return parse_cpu_list(line.partition(":")[2])
         return None
 
+    @cache  # noqa: B019 - the NUMA layout of a node does not change while it runs; a Host lives as long as the agent
     def numa_cpus(self) -> dict[int, set[int]]:
         nodes: dict[int, set[int]] = {}
         for path in sorted((self.sys / "devices/system/node").glob("node[0-9]*")):

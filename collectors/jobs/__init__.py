@@ -30,6 +30,20 @@ class JobMapping:
     def __init__(self, mappers: list[JobMapper], host: Host) -> None:
         self.mappers = mappers
         self.host = host
+        self.known: dict[int, tuple[str | None, list[int] | None]] = {}
+        self.seen: set[int] = set()
+
+    def resolve(self, pid: int) -> tuple[str | None, list[int] | None]:
+        """(job, NUMA nodes of its CPUs) of a process, read once while NVML keeps listing it."""
+        self.seen.add(pid)
+        if pid not in self.known:
+            self.known[pid] = (self.job_of(pid), self.cpu_numa_nodes(pid))
+        return self.known[pid]
+
+    def end_round(self) -> None:
+        # A pid NVML no longer lists is forgotten, so a reused pid is looked up afresh.
+        self.known = {pid: entry for pid, entry in self.known.items() if pid in self.seen}
+        self.seen = set()
 
     def job_of(self, pid: int) -> str | None:
         for mapper in self.mappers:

@@ -113,6 +113,7 @@ class NvmlSource:
                 records.extend(self._read_gpu(index, now))
             except (nvml.NVMLError_GpuIsLost, nvml.NVMLError_Unknown) as exc:
                 log.warning("nvml: GPU %s could not be read (%s); its sample is missing this round", index, exc)
+        self.mapping.end_round()
         return records
 
     def _read_gpu(self, index: int, now: datetime) -> list[SampleRecord]:
@@ -205,11 +206,11 @@ class NvmlSource:
         memory: dict[str, int] = {}
         nodes: dict[str, set[int]] = {}
         for process in processes:
-            job = self.mapping.job_of(process.pid)
+            job, cpu_nodes = self.mapping.resolve(process.pid)
             if job is None:
                 continue
             memory[job] = memory.get(job, 0) + (process.usedGpuMemory or 0)
-            nodes.setdefault(job, set()).update(self.mapping.cpu_numa_nodes(process.pid) or ())
+            nodes.setdefault(job, set()).update(cpu_nodes or ())
         if not memory:
             return None, None
         job = max(memory, key=lambda j: (memory[j], j))
