@@ -1,63 +1,133 @@
-"""`gpu-collector`: read GPUs (or simulate them) and send the records to the server, or print them."""
+"""`gpu-collector`: read the node's GPUs (nvml, dcgm, or simulated) and send the records to the server.
+
+Every flag can also come from the environment: --dcgm-url from GPU_COLLECTOR_DCGM_URL, and so on.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import signal
+import socket
 import sys
-import urllib.request
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
-from collectors.records import Record, encode, new_batch
-from collectors.simulate import SimulatedCluster
+from collectors.agent import Agent
+from collectors.host import Host
+from collectors.jobs import MAPPERS, build_mapping
+from collectors.sender import Sender
+from collectors.sources import NAMES, SourceConfig, SourceUnavailable, source_open
+from collectors.spool import Spool
+
+log = logging.getLogger("gpu-collector")
+ENV_PREFIX = "GPU_COLLECTOR_"
+
+
+def _env(flag: str) -> str | None:
+    return os.environ.get(ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper())
+
+
+def _flag(value: str) -> bool:
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu-collector", description=__doc__)
+
+    def option(flag: str, **kwargs: object) -> None:
+        env = _env(flag)
+        if kwargs.get("action") == "store_true":
+            kwargs["default"] = _flag(env) if env is not None else False
+        elif env is not None:
+            kwargs["default"] = kwargs["type"](env) if "type" in kwargs else env  # type: ignore[operator]
+        parser.add_argument(flag, **kwargs)  # type: ignore[arg-type]
+
+    option("--source", choices=NAMES, default="simulate")
+    option("--server", help="base URL of gpu-governance, e.g. https://gpu-governance.example.org")
+    option("--token", help="API token with the ingest scope")
+    option("--interval", type=float, default=60.0, help="seconds between samples")
+    option("--spool", help="directory for batches the server has not taken yet")
+    option("--spool-max-mb", type=float, default=256.0, help="bound of the spool; the oldest batches go first")
+    option("--batch-size", type=int, default=5000, help="records per batch at most")
+    option("--batch-seconds", type=float, default=60.0, help="send a batch once its oldest record is this old")
+    option("--report-seconds", type=float, default=300.0, help="log the counters this often")
+    option("--cluster", default="demo")
+    option("--node", default=socket.gethostname())
+    option("--gpus", type=int, default=8, help="simulated GPUs")
+    option("--hours", type=float, default=0.0, help="simulate: send this much history, then exit")
+    option("--dcgm-url", default="http://127.0.0.1:9400/metrics")
+    option(
+        "--jobs",
+        default="slurm,kubernetes,label",
+        help=f"job mappers in order, of {', '.join(MAPPERS) or 'slurm, kubernetes, label'}",
+    )
+    option("--job-env", default="GPU_COLLECTOR_JOB", help="label mapper: the environment variable naming the job")
+    option("--k8s-pods-file", help="kubernetes mapper: JSON of pod uid -> namespace, name, labels")
+    option("--slurm-jobs", action="store_true", help="send job records from sacct/squeue for the jobs seen")
+    option("--proc", default="/proc", help="root of /proc (a host mount in a container)")
+    option("--sys", default="/sys", help="root of /sys")
+    option("--once", action="store_true", help="read once, send, and exit")
+    option("--dry-run", action="store_true", help="print records as JSON Lines instead of sending")
+    option("--log-level", default="INFO")
+    return parser
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="gpu-collector", description=__doc__)
-    parser.add_argument("--source", choices=["simulate"], default="simulate")
-    parser.add_argument("--server", help="base URL of gpu-governance, e.g. http://127.0.0.1:8000")
-    parser.add_argument("--token", help="API token with the ingest scope")
-    parser.add_argument("--cluster", default="demo")
-    parser.add_argument("--gpus", type=int, default=8, help="simulated GPUs")
-    parser.add_argument("--hours", type=float, default=0, help="simulate this much history instead of now")
-    parser.add_argument("--interval", type=float, default=60, help="seconds between samples")
-    parser.add_argument("--once", action="store_true", help="read once and exit")
-    parser.add_argument("--dry-run", action="store_true", help="print records as JSON Lines instead of sending")
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not args.dry_run and not (args.server and args.token):
-        parser.error("--server and --token are required unless --dry-run")
+        parser.error("--server and --token are required unless --dry-run (or GPU_COLLECTOR_SERVER/_TOKEN)")
+    if args.interval <= 0 or args.batch_size < 1 or args.gpus < 1:
+        parser.error("--interval, --batch-size and --gpus must be positive")
     return args
 
 
-def read_records(args: argparse.Namespace) -> list[Record]:
-    now = datetime.now(UTC).replace(microsecond=0)
-    if args.hours:
-        sim = SimulatedCluster(cluster=args.cluster, gpus=args.gpus, start=now - timedelta(hours=args.hours), end=now)
-        return list(sim.history(timedelta(seconds=args.interval)))
-    sim = SimulatedCluster(cluster=args.cluster, gpus=args.gpus, start=now - timedelta(days=2), end=now)
-    running = [j for j in sim.job_records(now) if j.end_time is None and j.start_time is not None]
-    return [*running, *sim.samples_at(now)]
-
-
-def send(server: str, token: str, records: list[Record]) -> None:
-    body = encode(new_batch("simulate", records))
-    request = urllib.request.Request(  # noqa: S310 - the URL is the operator's
-        server.rstrip("/") + "/api/v1/ingest/",
-        data=body,
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
-        method="POST",
+def build_agent(args: argparse.Namespace) -> Agent:
+    host = Host(proc=Path(args.proc), sys=Path(args.sys))
+    names = [n.strip() for n in args.jobs.split(",") if n.strip()]
+    mapping = build_mapping(names, host=host, job_env=args.job_env, k8s_pods_file=args.k8s_pods_file)
+    config = SourceConfig(
+        cluster=args.cluster, node=args.node, mapping=mapping, host=host, gpus=args.gpus, dcgm_url=args.dcgm_url
     )
-    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
-        response.read()
+    source = source_open(args.source, config)
+    jobs = None
+    if args.slurm_jobs:
+        from collectors.slurm import SlurmJobs
+
+        jobs = SlurmJobs(cluster=args.cluster)
+    sender = None if args.dry_run else Sender(args.server, args.token)
+    spool = Spool(Path(args.spool), max_bytes=int(args.spool_max_mb * 1024 * 1024)) if args.spool else None
+    return Agent(
+        source=source, collector=f"{args.source}@{args.node}", sender=sender, spool=spool, interval=args.interval,
+        batch_size=args.batch_size, batch_seconds=args.batch_seconds, report_seconds=args.report_seconds, jobs=jobs,
+        dry_run=sys.stdout.buffer if args.dry_run else None,
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    records = read_records(args)
-    if args.dry_run:
-        out = sys.stdout.buffer
-        for record in records:
-            out.write(encode(record) + b"\n")
-        out.flush()
-    else:
-        send(args.server, args.token, records)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s gpu-collector %(levelname)s %(message)s")
+    try:
+        agent = build_agent(args)
+    except (SourceUnavailable, ValueError) as exc:
+        print(f"gpu-collector: {exc}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, agent.stop)
+    signal.signal(signal.SIGINT, agent.stop)
+    if args.hours and args.source == "simulate":
+        return _send_history(agent, args)
+    agent.run(once=args.once)
+    return 0
+
+
+def _send_history(agent: Agent, args: argparse.Namespace) -> int:
+    from collectors.simulate import SimulatedCluster
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    sim = SimulatedCluster(cluster=args.cluster, gpus=args.gpus, start=now - timedelta(hours=args.hours), end=now)
+    agent.take(sim.history(timedelta(seconds=args.interval)))
+    agent.flush()
+    agent.report("exit")
     return 0

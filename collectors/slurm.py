@@ -1,0 +1,161 @@
+"""Slurm job metadata: what `sacct --json` and `squeue --json` print, turned into job records.
+
+The account becomes the record's project; which team an account belongs to is the server's project
+mapping, never guessed here. GPU counts come from the allocated TRES where Slurm accounts `gres/gpu`,
+else from the job's gres (squeue's gres_detail, or the per-job/per-node TRES request).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import subprocess
+from datetime import UTC, datetime
+from typing import Any
+
+from collectors.records import JobRecord, JobState
+
+STATES: dict[str, JobState] = {
+    "PENDING": "pending", "REQUEUED": "pending", "REQUEUE_HOLD": "pending", "REQUEUE_FED": "pending",
+    "RUNNING": "running", "CONFIGURING": "running", "COMPLETING": "running", "SUSPENDED": "running",
+    "STAGE_OUT": "running", "SIGNALING": "running", "RESIZING": "running",
+    "COMPLETED": "completed", "FAILED": "failed", "BOOT_FAIL": "failed", "DEADLINE": "failed",
+    "CANCELLED": "cancelled", "REVOKED": "cancelled", "TIMEOUT": "timeout", "PREEMPTED": "preempted",
+    "NODE_FAIL": "node_fail", "OUT_OF_MEMORY": "out_of_memory",
+}  # fmt: skip
+_GRES_GPU = re.compile(r"(?:^|,)(?:gres/)?gpu(?::[^:,()]+)?[:=](\d+)")
+
+
+class SlurmError(Exception):
+    pass
+
+
+def _number(value: Any) -> int | None:
+    """Slurm >= 23 wraps numbers as {"set": bool, "infinite": bool, "number": n}; older versions print n."""
+    if isinstance(value, dict):
+        return int(value["number"]) if value.get("set") and not value.get("infinite") else None
+    return int(value) if isinstance(value, int | float) else None
+
+
+def _time(value: Any) -> datetime | None:
+    seconds = _number(value)
+    return datetime.fromtimestamp(seconds, UTC) if seconds else None
+
+
+def _gres_count(text: str) -> int:
+    return sum(int(m[1]) for m in _GRES_GPU.finditer(text or ""))
+
+
+def _tres_gpus(items: list[dict[str, Any]]) -> int:
+    return sum(int(t["count"]) for t in items or [] if t.get("type") == "gres" and t.get("name", "").startswith("gpu"))
+
+
+def gpus_of(job: dict[str, Any]) -> int:
+    tres = job.get("tres")
+    if isinstance(tres, dict) and (count := _tres_gpus(tres.get("allocated", []))):
+        return count  # sacct, where the cluster accounts gres/gpu
+    if detail := job.get("gres_detail"):
+        return sum(_gres_count(d.split("(")[0]) for d in detail)  # squeue: "gpu:h100:4(IDX:0-3)" per node
+    if count := _gres_count(job.get("tres_alloc_str", "")):
+        return count
+    if count := _gres_count(job.get("tres_per_job", "")):
+        return count
+    if count := _gres_count(job.get("tres_per_node", "")):
+        return count * (_number(job.get("node_count")) or 1)
+    if isinstance(tres, dict) and (count := _tres_gpus(tres.get("requested", []))):
+        return count
+    return _gres_count(job.get("used_gres", ""))
+
+
+def _state(job: dict[str, Any]) -> JobState:
+    raw = job.get("job_state") or job.get("state", {}).get("current") or ["PENDING"]
+    names = raw if isinstance(raw, list) else [raw]
+    return next((STATES[n] for n in names if n in STATES), "running")
+
+
+def job_record(job: dict[str, Any], *, cluster: str | None = None) -> JobRecord:
+    """One job of either tool's JSON (the squeue schema has flat times, the sacct schema a `time` object)."""
+    times = job.get("time", {})
+    submit = _time(job.get("submit_time", times.get("submission")))
+    start = _time(job.get("start_time", times.get("start")))
+    state = _state(job)
+    # squeue's end_time of a running job is its time limit, not an end; only a finished job has ended.
+    end = _time(job.get("end_time", times.get("end"))) if state not in ("pending", "running") else None
+    if state == "pending":
+        start = None
+    submit = submit or start or datetime.now(UTC)
+    labels = {"partition": job.get("partition") or "", "qos": job.get("qos") or "", "name": job.get("name") or ""}
+    return JobRecord(
+        cluster=cluster or job.get("cluster") or "default",
+        job_id=str(job["job_id"]),
+        user=job.get("user_name") or job.get("user") or "unknown",
+        project=job.get("account") or "unknown",
+        gpus=gpus_of(job),
+        submit_time=submit,
+        start_time=start,
+        end_time=end if start is not None and end is not None and end >= start else None,
+        state=state,
+        labels={k: v for k, v in labels.items() if v},
+    )
+
+
+def parse(text: str, *, cluster: str | None = None) -> list[JobRecord]:
+    data = json.loads(text)
+    if data.get("errors"):
+        raise SlurmError("; ".join(str(e.get("description") or e) for e in data["errors"]))
+    return [job_record(job, cluster=cluster) for job in data.get("jobs", [])]
+
+
+def merge(accounted: list[JobRecord], queued: list[JobRecord]) -> list[JobRecord]:
+    """sacct knows finished jobs, squeue knows live ones best (its gres); squeue's view wins where both have a job."""
+    jobs = {(j.cluster, j.job_id): j for j in accounted}
+    jobs.update({(j.cluster, j.job_id): j for j in queued})
+    return list(jobs.values())
+
+
+def run_json(command: list[str], timeout: float = 60.0) -> str:
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)  # noqa: S603
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SlurmError(f"{command[0]}: {exc}") from None
+    if result.returncode != 0:
+        raise SlurmError(f"{' '.join(command)} exited {result.returncode}: {result.stderr.strip()[:500]}")
+    return result.stdout
+
+
+def jobs_read(job_ids: list[str], *, cluster: str | None = None) -> list[JobRecord]:
+    """The records of these jobs as Slurm knows them now (both tools, one call each)."""
+    if not job_ids:
+        return []
+    ids = ",".join(sorted(job_ids))
+    queued = parse(run_json(["squeue", "--json", f"--jobs={ids}"]), cluster=cluster)
+    accounted = parse(run_json(["sacct", "--json", f"--jobs={ids}"]), cluster=cluster)
+    return merge(accounted, queued)
+
+
+class SlurmJobs:
+    """Job records for the jobs the agent's samples name: every `every` seconds, one sacct and one squeue."""
+
+    def __init__(self, *, cluster: str | None, every: float = 300.0, read=jobs_read, clock=None) -> None:
+        import time
+
+        self.cluster, self.every, self.read = cluster, every, read
+        self.clock = clock or time.monotonic
+        self.known: set[str] = set()
+        self.last: float | None = None
+
+    def __call__(self, seen: set[str]) -> list[JobRecord]:
+        fresh = seen - self.known
+        self.known |= seen
+        if not fresh and self.last is not None and self.clock() - self.last < self.every:
+            return []
+        self.last = self.clock()
+        try:
+            records = self.read(sorted(self.known), cluster=self.cluster)
+        except SlurmError as exc:
+            logging.getLogger("gpu-collector").warning("slurm: %s; job records wait for the next round", exc)
+            return []
+        # A finished job is reported once more (its end and state) and then forgotten.
+        self.known -= {r.job_id for r in records if r.end_time is not None}
+        return records

@@ -1,0 +1,72 @@
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from collectors import slurm
+from collectors.records import JobRecord
+from tests.collectors.conftest import fixture_dir
+
+SQUEUE = "slurmweb__slurmrestd-25.05-v0.0.43__slurm-job-gpus-multi-nodes.json"
+SACCT = "slurmweb__slurmrestd-25.05-v0.0.43__slurmdb-job-gpus-multi-nodes.json"
+
+
+def read(name: str) -> str:
+    return (fixture_dir("slurm") / name).read_text()
+
+
+def test_squeue_json_gives_a_running_job_with_its_gpus_from_the_gres():
+    (job,) = slurm.parse(read(SQUEUE))
+
+    assert (job.cluster, job.job_id, job.user, job.project, job.state) == ("hpc", "4746", "jbeck", "biology", "running")
+    assert job.gpus == 8  # gpu:h100:4 on each of two nodes
+    assert job.start_time == datetime.fromtimestamp(1762789125, UTC) and job.end_time is None  # end_time is its limit
+    assert job.labels == {"partition": "gpu", "qos": "normal", "name": "wrap"}
+
+
+def test_sacct_json_without_gres_gpu_in_tres_is_completed_by_squeue():
+    accounted = slurm.parse(read(SACCT))
+    (job,) = slurm.merge(accounted, slurm.parse(read(SQUEUE)))
+
+    assert accounted[0].gpus == 0  # that cluster does not account gres/gpu
+    assert (job.job_id, job.gpus, job.project) == ("4746", 8, "biology")
+
+
+def test_a_finished_job_in_sacct_carries_its_end_and_state():
+    data = json.loads(read(SACCT))
+    job = data["jobs"][0]
+    job["state"]["current"] = ["TIMEOUT"]
+    job["time"]["end"] = 1762789185
+    job["tres"]["allocated"].append({"type": "gres", "name": "gpu", "id": 1001, "count": 4})
+
+    (record,) = slurm.parse(json.dumps(data))
+
+    assert (record.state, record.end_time, record.gpus) == ("timeout", datetime.fromtimestamp(1762789185, UTC), 4)
+
+
+def test_slurm_errors_in_the_json_are_raised_not_ignored():
+    with pytest.raises(slurm.SlurmError, match="Invalid job id"):
+        slurm.parse(json.dumps({"jobs": [], "errors": [{"description": "Invalid job id specified"}]}))
+
+
+def test_job_records_are_asked_for_the_jobs_seen_and_a_finished_one_is_then_forgotten():
+    asked = []
+
+    start, end = datetime(2026, 11, 3, 9, tzinfo=UTC), datetime(2026, 11, 3, 10, tzinfo=UTC)
+
+    def record(job_id: str, cluster: str) -> JobRecord:
+        done = job_id == "2"
+        return JobRecord(
+            cluster=cluster, job_id=job_id, user="u", project="p", gpus=1, submit_time=start, start_time=start,
+            end_time=end if done else None, state="completed" if done else "running",
+        )  # fmt: skip
+
+    def fake_read(ids, *, cluster):
+        asked.append(ids)
+        return [record(i, cluster) for i in ids]
+
+    jobs = slurm.SlurmJobs(cluster="c1", every=300, read=fake_read, clock=lambda: 0.0)
+
+    assert [r.job_id for r in jobs({"1", "2"})] == ["1", "2"]
+    assert jobs({"1"}) == []  # nothing new, not yet time
+    assert jobs({"1", "3"}) and asked[-1] == ["1", "3"]
