@@ -13,16 +13,16 @@ GIB = 1024.0
 
 def a_job(*, minutes: int, job_id: str = "4242", gpus: int = 1, labels: dict | None = None, **job: Any) -> dict:
     """An ended job from START, `minutes` long."""
-    return job_record(
-        job_id=job_id,
-        gpus=gpus,
-        submit_time=iso(START),
-        start_time=iso(START),
-        end_time=iso(START + timedelta(minutes=minutes)),
-        state="completed",
-        labels=labels or {"kind": "training"},
-        **job,
-    )
+    fields = {
+        "job_id": job_id,
+        "gpus": gpus,
+        "submit_time": iso(START),
+        "start_time": iso(START),
+        "end_time": iso(START + timedelta(minutes=minutes)),
+        "state": "completed",
+        "labels": labels or {"kind": "training"},
+    }
+    return job_record(**{**fields, **job})
 
 
 def gpu(*, minutes: int, offset: int = 0, job_id: str = "4242", uuid: str = "GPU-0000-0001", **fields: Any) -> list:
