@@ -95,7 +95,8 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     why = (
         " after doing work: release the GPUs when the work is done (end the job, or exit after training)"
         if worked
-        else ": the job never used them, so check that the code runs on the GPU (device placement, CUDA visible)"
+        else f": the job never used {'it' if len(found) == 1 else 'them'}, so check that the code runs on the GPU "
+        "(device placement, CUDA visible)"
     )
     money = f"; that idle time cost {idle_cost:,.2f} {job.currency}" if job.rate is not None else ""
     severity = CRITICAL if idle_gpu_hours >= 0.5 * job.allocated_gpu_hours else WARNING
