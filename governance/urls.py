@@ -11,4 +11,5 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("", include("governance.dashboard.urls")),
+    path("", include("governance.efficiency.urls")),
 ]

@@ -6,6 +6,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
 from governance.costs.api import ChargebackView
+from governance.efficiency.api import FindingListView, FindingStateView
 from governance.usage.api import IngestView
 
 app_name = "v1"
@@ -29,4 +30,6 @@ urlpatterns = [
     path("", api_root, name="root"),
     path("ingest/", IngestView.as_view(), name="ingest"),
     path("chargeback/", ChargebackView.as_view(), name="chargeback"),
+    path("findings/", FindingListView.as_view(), name="findings"),
+    path("findings/<int:pk>/state/", FindingStateView.as_view(), name="finding-state"),
 ]

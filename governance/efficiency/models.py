@@ -1,7 +1,11 @@
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from governance.fleet.models import Cluster
 from governance.usage.models import Job
+
+LIVE_STATES = ("open", "acknowledged")
 
 
 class Finding(models.Model):
@@ -30,6 +34,10 @@ class Finding(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
+    state_changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    notified_at = models.DateTimeField(null=True, blank=True, help_text="When the new-finding webhook took it.")
 
     class Meta:
         ordering = ["-monthly_waste", "-id"]
@@ -39,7 +47,38 @@ class Finding(models.Model):
                 condition=Q(state__in=["open", "acknowledged"]),
                 name="finding_one_live_per_job_rule",
             ),
+            models.CheckConstraint(
+                condition=~Q(state="dismissed") | ~Q(dismissed_reason=""), name="finding_dismissed_has_reason"
+            ),
         ]
+        indexes = [models.Index(fields=["state", "-monthly_waste"], name="finding_state_waste_idx")]
 
     def __str__(self) -> str:
         return f"{self.rule} on {self.job}"
+
+
+class JobEvaluation(models.Model):
+    """When the rules last looked at one job; `final_at` is set once they looked after its last samples."""
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="evaluation")
+    evaluated_at = models.DateTimeField()
+    final_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.job} evaluated {self.evaluated_at:%Y-%m-%d %H:%M}"
+
+
+class ClusterAlert(models.Model):
+    """One low-utilisation alert sent for a cluster: the day's effective utilisation and the line it fell under."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    window_end = models.DateTimeField()
+    utilisation_percent = models.FloatField()
+    threshold_percent = models.FloatField()
+    sent_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-sent_at"]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.utilisation_percent:.1f}% < {self.threshold_percent:.0f}%"

@@ -1,0 +1,79 @@
+"""Cluster figures: effective utilisation over time against the target line, and idle GPU-hours."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from governance.dashboard.figures import PALETTE
+
+
+@dataclass(frozen=True)
+class ClusterHour:
+    hour: datetime
+    gpus: int
+    used_gpu_hours: float
+    idle_gpu_hours: float
+
+    @property
+    def utilisation(self) -> float:
+        return 100 * self.used_gpu_hours / self.gpus if self.gpus else 0.0
+
+
+def cluster_utilisation(hours: Sequence[ClusterHour], target_percent: float) -> dict:
+    ordered = sorted(hours, key=lambda h: h.hour)
+    x = [h.hour.isoformat() for h in ordered]
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "Effective utilisation",
+                "x": x,
+                "y": [round(h.utilisation, 2) for h in ordered],
+                "line": {"color": PALETTE[0]},
+                "hovertemplate": "%{x}<br>%{y:.1f}% of capacity<extra></extra>",
+            },
+            {
+                "type": "bar",
+                "name": "Idle GPU-hours",
+                "x": x,
+                "y": [round(h.idle_gpu_hours, 3) for h in ordered],
+                "yaxis": "y2",
+                "marker": {"color": PALETTE[1]},
+                "opacity": 0.5,
+                "hovertemplate": "%{x}<br>%{y:.2f} idle GPU-hours<extra></extra>",
+            },
+        ],
+        "layout": {
+            "title": {"text": "Effective utilisation (utilisation-weighted GPU-hours / capacity GPU-hours)"},
+            "xaxis": {"title": {"text": "Hour (UTC)"}},
+            "yaxis": {"title": {"text": "Utilisation %"}, "range": [0, 100]},
+            "yaxis2": {"title": {"text": "Idle GPU-hours"}, "overlaying": "y", "side": "right", "rangemode": "tozero"},
+            "shapes": [
+                {
+                    "type": "line",
+                    "xref": "paper",
+                    "x0": 0,
+                    "x1": 1,
+                    "y0": target_percent,
+                    "y1": target_percent,
+                    "line": {"color": PALETTE[5], "dash": "dash"},
+                },
+            ],
+            "annotations": [
+                {
+                    "xref": "paper",
+                    "x": 0,
+                    "y": target_percent,
+                    "text": f"{target_percent:g}% (mature deployments)",
+                    "showarrow": False,
+                    "yshift": 10,
+                    "xanchor": "left",
+                },
+            ],
+            "legend": {"orientation": "h", "y": -0.2},
+            "margin": {"t": 48, "r": 72, "b": 64, "l": 72},
+        },
+    }

@@ -1,0 +1,57 @@
+"""Job figures: a per-GPU timeline of SM utilisation, peak memory and mean power, hour by hour."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from governance.dashboard.figures import PALETTE
+
+
+@dataclass(frozen=True)
+class GpuHourPoint:
+    gpu: str
+    hour: datetime
+    sm_percent: float
+    mem_gib: float
+    power_w: float | None
+
+
+PANELS = (("sm_percent", "SM %", "y"), ("mem_gib", "Memory GiB", "y2"), ("power_w", "Power W", "y3"))
+
+
+def job_timeline(points: Sequence[GpuHourPoint]) -> dict:
+    gpus = sorted({p.gpu for p in points})
+    traces = []
+    for i, gpu in enumerate(gpus):
+        mine = sorted((p for p in points if p.gpu == gpu), key=lambda p: p.hour)
+        for field, label, axis in PANELS:
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": gpu,
+                    "legendgroup": gpu,
+                    "showlegend": field == "sm_percent",
+                    "x": [p.hour.isoformat() for p in mine],
+                    "y": [getattr(p, field) for p in mine],
+                    "yaxis": axis,
+                    "line": {"color": PALETTE[i % len(PALETTE)], "shape": "hv"},
+                    "hovertemplate": f"%{{x}}<br>{gpu}: %{{y:.1f}} {label.split()[-1]}<extra></extra>",
+                }
+            )
+    return {
+        "data": traces,
+        "layout": {
+            "title": {"text": "Per GPU, hour by hour"},
+            "grid": {"rows": 3, "columns": 1, "pattern": "coupled"},
+            "xaxis": {"title": {"text": "Hour (UTC)"}},
+            "yaxis": {"title": {"text": "SM %"}, "range": [0, 100]},
+            "yaxis2": {"title": {"text": "Memory GiB"}, "rangemode": "tozero"},
+            "yaxis3": {"title": {"text": "Power W"}, "rangemode": "tozero"},
+            "legend": {"orientation": "h", "y": -0.15},
+            "margin": {"t": 48, "r": 16, "b": 64, "l": 72},
+            "height": 640,
+        },
+    }

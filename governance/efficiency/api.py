@@ -1,0 +1,74 @@
+"""Findings API: the list as the user may see it (filters team, rule, state, job), and state changes."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.api.auth import HasReadScope
+from governance.api.errors import error_response
+from governance.efficiency.models import Finding
+from governance.efficiency.selectors import findings_visible
+from governance.efficiency.services import FindingStateError, finding_acknowledge, finding_dismiss
+
+
+class FindingSerializer(serializers.ModelSerializer):
+    job_id = serializers.CharField(source="job.external_id")
+    job_pk = serializers.IntegerField(source="job.pk")
+    cluster = serializers.CharField(source="job.cluster.name")
+    team = serializers.SerializerMethodField()
+    waste = serializers.DecimalField(source="monthly_waste", max_digits=14, decimal_places=2)
+
+    class Meta:
+        model = Finding
+        fields = ["id", "job_id", "job_pk", "cluster", "team", "rule", "severity", "state", "evidence", "waste",
+                  "currency", "advice", "dismissed_reason", "created_at", "updated_at", "resolved_at"]  # fmt: skip
+
+    def get_team(self, finding: Finding) -> str | None:
+        return finding.job.project.team.slug if finding.job.project else None
+
+
+class StateChange(serializers.Serializer):
+    state = serializers.ChoiceField(choices=["acknowledged", "dismissed"])
+    reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+FILTERS = ("team", "rule", "state", "job")
+
+
+class FindingListView(APIView):
+    """Findings on the jobs you may see, most money first."""
+
+    permission_classes = [HasReadScope]
+
+    @extend_schema(
+        parameters=[OpenApiParameter(name, str, required=False) for name in FILTERS],
+        responses=FindingSerializer(many=True),
+    )
+    def get(self, request: Request, format: str | None = None) -> Response:
+        filters = {name: request.query_params.get(name) or None for name in FILTERS}
+        return Response(FindingSerializer(findings_visible(user=request.user, **filters), many=True).data)
+
+
+class FindingStateView(APIView):
+    """Acknowledge a finding, or dismiss it with a reason."""
+
+    permission_classes = [HasReadScope]
+
+    @extend_schema(request=StateChange, responses=FindingSerializer)
+    def post(self, request: Request, pk: int, format: str | None = None) -> Response:
+        if not findings_visible(user=request.user).filter(pk=pk).exists():
+            return error_response(status.HTTP_404_NOT_FOUND, "not_found", "No such finding.")
+        change = StateChange(data=request.data)
+        change.is_valid(raise_exception=True)
+        try:
+            if change.validated_data["state"] == "acknowledged":
+                finding = finding_acknowledge(finding_id=pk, user=request.user)
+            else:
+                finding = finding_dismiss(finding_id=pk, user=request.user, reason=change.validated_data["reason"])
+        except FindingStateError as exc:
+            return error_response(status.HTTP_400_BAD_REQUEST, "invalid", str(exc))
+        return Response(FindingSerializer(findings_visible(user=request.user).get(pk=finding.pk)).data)

@@ -1,0 +1,44 @@
+"""low_utilization: mean SM under the red threshold (critical) or the note threshold (info).
+
+The waste shown is the unused share of the job's cost, (1 - mean SM) x cost: an upper bound, shared with
+the other rules that explain why SM is low, so wastes of one job's findings do not add up.
+"""
+
+from __future__ import annotations
+
+from governance.efficiency.rules.base import CRITICAL, INFO, Draft, pct, r, rule
+from governance.efficiency.summary import JobSummary
+from governance.efficiency.thresholds import Thresholds
+
+
+def unused_gpu_hours(job: JobSummary) -> float:
+    return job.allocated_gpu_hours * max(0.0, 1 - job.sm_mean / 100)
+
+
+@rule("low_utilization")
+def check(job: JobSummary, t: Thresholds) -> list[Draft]:
+    mean = job.sm_mean
+    if mean >= t.low_util_note_percent:
+        return []
+    red = mean < t.low_util_red_percent
+    contrast = f" (cluster mean {pct(job.cluster_sm_mean)})" if job.cluster_sm_mean is not None else ""
+    return [
+        Draft(
+            rule="low_utilization",
+            severity=CRITICAL if red else INFO,
+            evidence={
+                "sm_mean": r(mean, 1),
+                "threshold": t.low_util_red_percent if red else t.low_util_note_percent,
+                "cluster_sm_mean": r(job.cluster_sm_mean, 1) if job.cluster_sm_mean is not None else None,
+                "gpu_hours": r(job.allocated_gpu_hours),
+            },
+            monthly_waste=job.monthly_waste(unused_gpu_hours(job)),
+            advice=(
+                f"Mean SM utilisation is {pct(mean)}{contrast}, under the "
+                f"{pct(t.low_util_red_percent if red else t.low_util_note_percent)} line: profile a step "
+                "(torch.profiler, Nsight Systems) to see where time goes, check the data pipeline keeps up, "
+                "and try a larger batch size."
+            ),
+            currency=job.currency,
+        )
+    ]

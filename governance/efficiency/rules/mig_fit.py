@@ -1,0 +1,45 @@
+"""mig_fit: a one-GPU job with low SM whose peak memory (with margin) fits a MIG slice of its GPU."""
+
+from __future__ import annotations
+
+from governance.efficiency.mig import mig_smallest_fit
+from governance.efficiency.rules.base import WARNING, Draft, pct, r, rule
+from governance.efficiency.summary import JobSummary, gib
+from governance.efficiency.thresholds import Thresholds
+
+
+@rule("mig_fit")
+def check(job: JobSummary, t: Thresholds) -> list[Draft]:
+    if job.gpu_count != 1 or len(job.gpus) != 1 or job.gpus[0].mig_profile:
+        return []
+    gpu = job.gpus[0]
+    if job.sm_mean >= t.mig_fit_sm_percent:
+        return []
+    peak = gib(job.mem_peak_mib)
+    need = peak * t.mig_fit_memory_margin
+    profile = mig_smallest_fit(gpu.model or job.gpu_model, need)
+    if profile is None or profile.sevenths >= 7:
+        return []
+    wasted = job.runtime_hours * (1 - profile.sevenths / 7)
+    return [
+        Draft(
+            rule="mig_fit",
+            severity=WARNING,
+            evidence={
+                "mem_peak_gib": r(peak, 1),
+                "mem_total_gib": r(gib(gpu.memory_total_mib), 1),
+                "mem_needed_gib": r(need, 1),
+                "sm_mean": r(job.sm_mean, 1),
+                "profile": profile.name,
+                "profile_memory_gib": profile.memory_gib,
+                "profile_sevenths": profile.sevenths,
+            },
+            monthly_waste=job.monthly_waste(wasted),
+            advice=(
+                f"Peak {peak:.1f} GiB of {gib(gpu.memory_total_mib):.0f} GiB and {pct(job.sm_mean)} SM; "
+                f"a {profile.name} slice fits with margin ({t.mig_fit_memory_margin:g} x peak = {need:.1f} GiB) "
+                f"and would cost {profile.compute_fraction} of today's."
+            ),
+            currency=job.currency,
+        )
+    ]

@@ -1,0 +1,201 @@
+"""Reads for findings: job summaries from rollups (a fixed number of queries per call), findings as users see them."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import Count, F, Max, QuerySet, Sum
+from django.utils import timezone
+
+from governance.costs.models import RateCard
+from governance.efficiency.models import LIVE_STATES, Finding
+from governance.efficiency.summary import GpuSummary, HourStat, JobSummary
+from governance.fleet.models import Gpu
+from governance.org.models import User
+from governance.org.selectors import job_visibility_filter
+from governance.usage.models import GpuHour, Job, JobGpuHour
+
+HOUR_FIELDS = (
+    "hour", "samples", "idle_samples", "sm_sum", "sm_max", "sm_sq_sum", "mem_used_max", "mem_total_mib", "power_sum",
+    "power_samples", "numa_mismatch_samples", "io_wait_sum", "io_wait_samples", "host_cpu_sum", "host_cpu_samples",
+)  # fmt: skip
+GPU_FIELDS = ("gpu_id", "gpu__node__name", "gpu__index", "gpu__model", "gpu__memory_total_mib", "gpu__numa_node",
+              "gpu__mig_profile")  # fmt: skip
+CLUSTER_MEAN_WINDOW = timedelta(days=7)
+
+
+def rate_current(*, gpu_model: str, at: datetime | None = None) -> RateCard | None:
+    """The organisation-wide rate card in force for a GPU model at `at` (now by default)."""
+    at = at or timezone.now()
+    return (
+        RateCard.objects.filter(gpu_model=gpu_model, cluster__isnull=True, valid_from__lte=at)
+        .order_by("-valid_from")
+        .first()
+    )
+
+
+def _rates(models: set[str], at: datetime) -> dict[str, RateCard]:
+    cards: dict[str, RateCard] = {}
+    for card in RateCard.objects.filter(gpu_model__in=models, cluster__isnull=True, valid_from__lte=at).order_by(
+        "gpu_model", "valid_from"
+    ):
+        cards[card.gpu_model] = card
+    return cards
+
+
+def job_summaries(*, job_ids: Iterable[int], now: datetime | None = None) -> list[JobSummary]:
+    """Summaries of the jobs that have started, in five queries whatever their number."""
+    now = now or timezone.now()
+    jobs = list(Job.objects.filter(pk__in=list(job_ids), start_time__isnull=False).select_related("cluster"))
+    if not jobs:
+        return []
+    rows: dict[int, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    gpu_info: dict[int, dict] = {}
+    for row in JobGpuHour.objects.filter(job_id__in=[j.pk for j in jobs]).values("job_id", *GPU_FIELDS, *HOUR_FIELDS):
+        rows[row["job_id"]][row["gpu_id"]].append(row)
+        gpu_info[row["gpu_id"]] = row
+    rates = _rates({j.gpu_model for j in jobs}, now)
+    cluster_ids = {j.cluster_id for j in jobs}
+    largest: dict[int, int] = defaultdict(int)
+    for row in (
+        Gpu.objects.filter(cluster_id__in=cluster_ids, mig_profile="")
+        .values("cluster_id", "node_id")
+        .annotate(n=Count("id"))
+    ):
+        largest[row["cluster_id"]] = max(largest[row["cluster_id"]], row["n"])
+    means = {
+        row["gpu__cluster_id"]: row["sm"] / row["n"]
+        for row in GpuHour.objects.filter(gpu__cluster_id__in=cluster_ids, hour__gte=now - CLUSTER_MEAN_WINDOW)
+        .values("gpu__cluster_id")
+        .annotate(sm=Sum("sm_sum"), n=Sum("samples"))
+        if row["n"]
+    }
+    return [_summary(job, rows[job.pk], rates.get(job.gpu_model), largest, means, now) for job in jobs]
+
+
+def _summary(job: Job, by_gpu: dict[int, list[dict]], card, largest, means, now: datetime) -> JobSummary:
+    gpus = []
+    for gpu_id, hours in sorted(by_gpu.items(), key=lambda kv: (kv[1][0]["gpu__node__name"], kv[1][0]["gpu__index"])):
+        info = hours[0]
+        gpus.append(
+            GpuSummary(
+                gpu_id=gpu_id,
+                node=info["gpu__node__name"],
+                index=info["gpu__index"],
+                model=info["gpu__model"],
+                memory_total_mib=info["gpu__memory_total_mib"],
+                numa_node=info["gpu__numa_node"],
+                mig_profile=info["gpu__mig_profile"],
+                hours=tuple(sorted((HourStat(**{f: h[f] for f in HOUR_FIELDS}) for h in hours), key=lambda h: h.hour)),
+            )
+        )
+    running = job.end_time is None
+    if running:
+        last = max((h.hour for g in gpus for h in g.hours), default=job.start_time) + timedelta(hours=1)
+        end = max(min(now, last), job.start_time)
+    else:
+        end = job.end_time
+    return JobSummary(
+        job_id=job.pk,
+        external_id=job.external_id,
+        cluster=job.cluster.name,
+        gpus_requested=job.gpus,
+        gpu_model=job.gpu_model,
+        start=job.start_time,
+        end=end,
+        running=running,
+        labels=dict(job.labels or {}),
+        gpus=tuple(gpus),
+        rate=card.price_per_gpu_hour if card else None,
+        currency=card.currency if card else settings.GOVERNANCE_DEFAULT_CURRENCY,
+        cluster_sm_mean=means.get(job.cluster_id),
+        largest_node_gpus=largest.get(job.cluster_id, 0),
+    )
+
+
+def findings_visible(
+    *,
+    user: User,
+    team: str | None = None,
+    rule: str | None = None,
+    state: str | None = None,
+    job: str | None = None,
+) -> QuerySet[Finding]:
+    """Findings on the jobs the user may see, filtered; most money first. `job` is a job id or scheduler id."""
+    qs = Finding.objects.filter(job_visibility_filter(user=user, prefix="job__")).select_related(
+        "job__cluster", "job__project__team"
+    )
+    if team:
+        qs = qs.filter(job__project__team__slug=team)
+    if rule:
+        qs = qs.filter(rule=rule)
+    if state == "live":
+        qs = qs.filter(state__in=LIVE_STATES)
+    elif state:
+        qs = qs.filter(state=state)
+    if job:
+        qs = qs.filter(job_id=int(job)) if job.isdigit() else qs.filter(job__external_id=job)
+    return qs.order_by("-monthly_waste", "-id")
+
+
+def job_visible(*, user: User, pk: int) -> Job | None:
+    return (
+        Job.objects.filter(job_visibility_filter(user=user), pk=pk).select_related("cluster", "project__team").first()
+    )
+
+
+def job_gpu_timeline(*, job: Job) -> list[dict]:
+    """Per GPU and hour: mean SM, peak memory (MiB) and mean power, from the job's rollups."""
+    return list(
+        JobGpuHour.objects.filter(job=job)
+        .order_by("gpu__node__name", "gpu__index", "hour")
+        .values(
+            "hour", "samples", "sm_sum", "mem_used_max", "power_sum", "power_samples", "gpu__node__name", "gpu__index"
+        )
+    )
+
+
+def cluster_hours(*, cluster_id: int, start: datetime, end: datetime) -> list[dict]:
+    """Per hour: GPUs reporting, utilisation-weighted GPU-hours and idle GPU-hours, from GpuHour."""
+    rows = (
+        GpuHour.objects.filter(gpu__cluster_id=cluster_id, hour__gte=start, hour__lt=end, samples__gt=0)
+        .values("hour")
+        .annotate(
+            gpus=Count("gpu_id"),
+            used=Sum(F("sm_sum") / F("samples") / 100.0),
+            idle=Sum(F("idle_samples") * 1.0 / F("samples")),
+        )
+        .order_by("hour")
+    )
+    return list(rows)
+
+
+def cluster_utilisation(*, cluster_id: int, start: datetime, end: datetime) -> float | None:
+    """Effective utilisation over a window: utilisation-weighted GPU-hours / capacity GPU-hours (0-100)."""
+    hours = cluster_hours(cluster_id=cluster_id, start=start, end=end)
+    capacity = sum(h["gpus"] for h in hours)
+    return 100 * sum(h["used"] for h in hours) / capacity if capacity else None
+
+
+def cluster_top_jobs(*, user: User, cluster_id: int, limit: int = 10) -> list[dict]:
+    return list(
+        Finding.objects.filter(job_visibility_filter(user=user, prefix="job__"), job__cluster_id=cluster_id)
+        .filter(state__in=LIVE_STATES)
+        .values("job_id", "job__external_id", "job__user_name", "currency")
+        .annotate(waste=Sum("monthly_waste"), findings=Count("id"), biggest=Max("monthly_waste"))
+        .order_by("-waste")[:limit]
+    )
+
+
+def job_cost_so_far(*, job: Job, now: datetime | None = None) -> tuple[Decimal, str] | None:
+    """Allocated GPU-hours so far x the rate in force now; None without a rate card."""
+    now = now or timezone.now()
+    card = rate_current(gpu_model=job.gpu_model, at=now)
+    if card is None or job.start_time is None:
+        return None
+    seconds = max(((job.end_time or now) - job.start_time).total_seconds(), 0)
+    return Decimal(str(seconds)) / 3600 * job.gpus * card.price_per_gpu_hour, card.currency

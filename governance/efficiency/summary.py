@@ -1,0 +1,150 @@
+"""A job's usage summary: plain data built from the hourly rollups, the only input the rules read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from math import sqrt
+
+MIB_PER_GIB = 1024.0
+HOURS_PER_MONTH = Decimal(720)  # a 30-day month
+
+
+@dataclass(frozen=True)
+class HourStat:
+    """One GPU's rollup for one hour of the job (a JobGpuHour row, without the ORM)."""
+
+    hour: datetime
+    samples: int
+    idle_samples: int
+    sm_sum: float
+    sm_max: float
+    sm_sq_sum: float
+    mem_used_max: float
+    mem_total_mib: float
+    power_sum: float = 0.0
+    power_samples: int = 0
+    numa_mismatch_samples: int = 0
+    io_wait_sum: float = 0.0
+    io_wait_samples: int = 0
+    host_cpu_sum: float = 0.0
+    host_cpu_samples: int = 0
+
+    @property
+    def sm_mean(self) -> float:
+        return self.sm_sum / self.samples if self.samples else 0.0
+
+    @property
+    def sm_std(self) -> float:
+        if not self.samples:
+            return 0.0
+        return sqrt(max(self.sm_sq_sum / self.samples - self.sm_mean**2, 0.0))
+
+
+@dataclass(frozen=True)
+class GpuSummary:
+    """What one GPU of the job did, hour by hour, and where it sits."""
+
+    gpu_id: int
+    node: str
+    index: int
+    model: str
+    memory_total_mib: float
+    numa_node: int | None = None
+    mig_profile: str = ""
+    hours: tuple[HourStat, ...] = ()
+
+    @property
+    def samples(self) -> int:
+        return sum(h.samples for h in self.hours)
+
+    @property
+    def idle_samples(self) -> int:
+        return sum(h.idle_samples for h in self.hours)
+
+    @property
+    def sm_mean(self) -> float:
+        n = self.samples
+        return sum(h.sm_sum for h in self.hours) / n if n else 0.0
+
+    @property
+    def mem_peak_mib(self) -> float:
+        return max((h.mem_used_max for h in self.hours), default=0.0)
+
+    @property
+    def numa_mismatch_samples(self) -> int:
+        return sum(h.numa_mismatch_samples for h in self.hours)
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """Everything the rules know about one job. `end` is the end time, or the last sampled moment if running."""
+
+    job_id: int
+    external_id: str
+    cluster: str
+    gpus_requested: int
+    gpu_model: str
+    start: datetime
+    end: datetime
+    running: bool
+    labels: dict[str, str] = field(default_factory=dict)
+    gpus: tuple[GpuSummary, ...] = ()
+    rate: Decimal | None = None
+    currency: str = "USD"
+    cluster_sm_mean: float | None = None
+    largest_node_gpus: int = 0
+
+    @property
+    def runtime_hours(self) -> float:
+        return max((self.end - self.start).total_seconds(), 0.0) / 3600
+
+    @property
+    def hours_per_sample(self) -> float:
+        """Time one sample stands for: the job's span shared among the samples of its best-covered GPU."""
+        most = max((g.samples for g in self.gpus), default=0)
+        return self.runtime_hours / most if most else 0.0
+
+    @property
+    def gpu_count(self) -> int:
+        return max(self.gpus_requested, len(self.gpus))
+
+    @property
+    def samples(self) -> int:
+        return sum(g.samples for g in self.gpus)
+
+    @property
+    def sm_mean(self) -> float:
+        n = self.samples
+        return sum(h.sm_sum for g in self.gpus for h in g.hours) / n if n else 0.0
+
+    @property
+    def mem_peak_mib(self) -> float:
+        return max((g.mem_peak_mib for g in self.gpus), default=0.0)
+
+    @property
+    def mem_total_mib(self) -> float:
+        return max((g.memory_total_mib for g in self.gpus), default=0.0)
+
+    @property
+    def allocated_gpu_hours(self) -> float:
+        return self.gpu_count * self.runtime_hours
+
+    def cost(self, gpu_hours: float) -> Decimal:
+        """The price of `gpu_hours` at the job's rate (zero without a rate card)."""
+        if self.rate is None:
+            return Decimal(0)
+        return Decimal(str(round(gpu_hours, 6))) * self.rate
+
+    def monthly_waste(self, wasted_gpu_hours: float) -> Decimal:
+        """Ended jobs: what was wasted. Running jobs: the waste rate so far, over a 30-day month of running."""
+        if not self.running:
+            return self.cost(wasted_gpu_hours)
+        if self.runtime_hours <= 0:
+            return Decimal(0)
+        return self.cost(wasted_gpu_hours / self.runtime_hours) * HOURS_PER_MONTH
+
+
+def gib(mib: float) -> float:
+    return mib / MIB_PER_GIB

@@ -1,0 +1,28 @@
+from celery import shared_task
+
+from governance.efficiency import notifications, services
+
+
+@shared_task(name="efficiency.evaluate_running")
+def evaluate_running() -> int:
+    return services.findings_evaluate_running().opened
+
+
+@shared_task(name="efficiency.evaluate_ended")
+def evaluate_ended() -> int:
+    return services.findings_evaluate_ended().opened
+
+
+@shared_task(name="efficiency.announce_finding", acks_late=True)
+def announce_finding(finding_id: int) -> bool:
+    return notifications.finding_announce(finding_id=finding_id)
+
+
+@shared_task(name="efficiency.weekly_digest")
+def weekly_digest() -> int:
+    return notifications.digests_send()
+
+
+@shared_task(name="efficiency.cluster_alerts")
+def cluster_alerts() -> int:
+    return len(notifications.cluster_alerts_check())

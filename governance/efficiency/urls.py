@@ -1,0 +1,12 @@
+from django.urls import path
+
+from governance.efficiency import views
+
+app_name = "efficiency"
+
+urlpatterns = [
+    path("jobs/<int:pk>/", views.job_detail, name="job"),
+    path("findings/", views.findings_list, name="findings"),
+    path("findings/<int:pk>/state/", views.finding_state, name="finding-state"),
+    path("clusters/<str:name>/", views.cluster_detail, name="cluster"),
+]

@@ -1,0 +1,102 @@
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from governance.dashboard.figures.cluster import ClusterHour, cluster_utilisation
+from governance.dashboard.figures.jobs import GpuHourPoint, job_timeline
+from governance.efficiency import selectors
+from governance.efficiency.models import Finding
+from governance.efficiency.rules import RULES
+from governance.efficiency.services import FindingStateError, finding_acknowledge, finding_dismiss
+from governance.efficiency.summary import gib
+from governance.fleet.models import Cluster
+from governance.org.selectors import teams_led
+
+CLUSTER_DAYS = 7
+
+
+@login_required
+def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    job = selectors.job_visible(user=request.user, pk=pk)
+    if job is None:
+        raise Http404("No such job.")
+    points = [
+        GpuHourPoint(
+            gpu=f"{row['gpu__node__name']}:{row['gpu__index']}",
+            hour=row["hour"],
+            sm_percent=row["sm_sum"] / row["samples"] if row["samples"] else 0.0,
+            mem_gib=gib(row["mem_used_max"]),
+            power_w=row["power_sum"] / row["power_samples"] if row["power_samples"] else None,
+        )
+        for row in selectors.job_gpu_timeline(job=job)
+    ]
+    findings = selectors.findings_visible(user=request.user, job=str(job.pk))
+    context = {
+        "job": job,
+        "figure": job_timeline(points),
+        "has_data": bool(points),
+        "findings": findings,
+        "cost": selectors.job_cost_so_far(job=job),
+    }
+    return render(request, "efficiency/job.html", context)
+
+
+@login_required
+def findings_list(request: HttpRequest) -> HttpResponse:
+    team, rule = request.GET.get("team") or None, request.GET.get("rule") or None
+    state = request.GET.get("state", "live") or None
+    findings = selectors.findings_visible(user=request.user, team=team, rule=rule, state=state)
+    context = {
+        "findings": findings[:500],
+        "teams": teams_led(user=request.user),
+        "rules": RULES,
+        "states": ["live", *Finding.State.values],
+        "selected": {"team": team or "", "rule": rule or "", "state": state or ""},
+    }
+    return render(request, "efficiency/findings.html", context)
+
+
+@login_required
+@require_POST
+def finding_state(request: HttpRequest, pk: int) -> HttpResponse:
+    if not selectors.findings_visible(user=request.user).filter(pk=pk).exists():
+        raise Http404("No such finding.")
+    try:
+        if request.POST.get("state") == "dismissed":
+            finding_dismiss(finding_id=pk, user=request.user, reason=request.POST.get("reason", ""))
+        else:
+            finding_acknowledge(finding_id=pk, user=request.user)
+    except FindingStateError as exc:
+        messages.error(request, str(exc))
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = reverse("efficiency:findings")
+    return HttpResponseRedirect(back)
+
+
+@login_required
+def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, name=name)
+    now = timezone.now()
+    rows = selectors.cluster_hours(cluster_id=cluster.pk, start=now - timedelta(days=CLUSTER_DAYS), end=now)
+    hours = [ClusterHour(r["hour"], r["gpus"], r["used"] or 0.0, r["idle"] or 0.0) for r in rows]
+    capacity = sum(h.gpus for h in hours)
+    context = {
+        "cluster": cluster,
+        "figure": cluster_utilisation(hours, settings.GOVERNANCE_CLUSTER_TARGET_UTIL_PERCENT),
+        "has_data": bool(hours),
+        "utilisation": 100 * sum(h.used_gpu_hours for h in hours) / capacity if capacity else None,
+        "idle_gpu_hours": sum(h.idle_gpu_hours for h in hours),
+        "target": settings.GOVERNANCE_CLUSTER_TARGET_UTIL_PERCENT,
+        "top_jobs": selectors.cluster_top_jobs(user=request.user, cluster_id=cluster.pk),
+        "days": CLUSTER_DAYS,
+    }
+    return render(request, "efficiency/cluster.html", context)

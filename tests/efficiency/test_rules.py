@@ -1,0 +1,82 @@
+"""The rules as pure functions: summaries built by hand, no database."""
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from governance.efficiency.mig import mig_profiles, mig_smallest_fit
+from governance.efficiency.rules import RULES, rules_evaluate
+from governance.efficiency.summary import GpuSummary, HourStat, JobSummary
+from governance.efficiency.thresholds import Thresholds
+
+T0 = datetime(2026, 11, 3, 9, tzinfo=UTC)
+MIB = 81559.0
+
+
+def hour(i: int, sm: float, *, samples: int = 60, idle: int | None = None, mem: float = 20480.0) -> HourStat:
+    idle = (samples if sm < 1 else 0) if idle is None else idle
+    return HourStat(T0 + timedelta(hours=i), samples, idle, sm * samples, sm, sm * sm * samples, mem, MIB)
+
+
+def job(*hours: HourStat, running: bool = False, labels: dict | None = None) -> JobSummary:
+    gpu = GpuSummary(1, "gpu-017", 0, "NVIDIA H100 80GB HBM3", MIB, 0, "", tuple(hours))
+    return JobSummary(1, "4242", "c1", 1, "NVIDIA H100 80GB HBM3", T0, T0 + timedelta(hours=len(hours)), running,
+                      labels or {}, (gpu,), Decimal("2.00"))  # fmt: skip
+
+
+def rules(summary: JobSummary, **thresholds) -> dict:
+    return {d.rule: d for d in rules_evaluate(summary, Thresholds(**thresholds))}
+
+
+def test_the_registry_holds_the_ten_rules_of_the_design():
+    assert sorted(RULES) == sorted([
+        "idle_gpu", "overallocated", "low_utilization", "mig_fit", "batch_headroom", "memory_bound", "data_starved",
+        "numa_misaligned", "topology_split", "inference_oversized",
+    ])  # fmt: skip
+
+
+def test_idle_after_busy_is_priced_as_the_idle_hours_at_the_rate():
+    drafts = rules(job(hour(0, 90), hour(1, 0), hour(2, 0), hour(3, 0)))
+
+    assert drafts["idle_gpu"].evidence["idle_gpu_hours"] == 3.0
+    assert drafts["idle_gpu"].evidence["idle_cost"] == "6.00"
+
+
+def test_a_running_job_extrapolates_its_waste_rate_to_a_30_day_month():
+    drafts = rules(job(hour(0, 90), hour(1, 0), hour(2, 0), hour(3, 0), running=True))
+
+    assert drafts["idle_gpu"].monthly_waste == Decimal("1080.00")  # 3/4 of 720 h x 2.00
+
+
+def test_a_tighter_idle_threshold_in_settings_changes_what_fires():
+    summary = job(hour(0, 90), hour(1, 0, samples=60), hour(2, 90))
+
+    assert "idle_gpu" in rules(summary)
+    assert "idle_gpu" not in rules(summary, idle_min_minutes=90)
+
+
+def test_mig_fit_names_the_slice_and_its_share_of_the_cost():
+    peak = 8.0 * 1024
+    drafts = rules(job(hour(0, 6, mem=peak), hour(1, 6, mem=peak)))
+
+    assert drafts["mig_fit"].advice.endswith("would cost 1/7 of today's.")
+
+
+def test_the_mig_catalogue_covers_the_four_gpus_smallest_first():
+    assert mig_profiles("NVIDIA A100-SXM4-40GB")[0].name == "1g.5gb"
+    assert [p.name for p in mig_profiles("NVIDIA A100 80GB PCIe")][-1] == "7g.80gb"
+    assert mig_profiles("NVIDIA H100 80GB HBM3")[0].memory_gib == 10
+    assert [p.name for p in mig_profiles("NVIDIA H200")] == ["1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb",
+                                                             "7g.141gb"]  # fmt: skip
+    assert mig_profiles("NVIDIA GeForce RTX 4090") == ()
+
+
+def test_the_smallest_fit_prefers_less_compute_then_less_memory():
+    assert mig_smallest_fit("NVIDIA H200", 20).name == "1g.35gb"
+    assert mig_smallest_fit("NVIDIA H200", 40).name == "3g.71gb"
+    assert mig_smallest_fit("NVIDIA H200", 150) is None
+
+
+def test_a_job_without_samples_has_no_findings():
+    empty = JobSummary(1, "1", "c1", 1, "x", T0, T0 + timedelta(hours=2), False)
+
+    assert rules_evaluate(empty, Thresholds()) == []
