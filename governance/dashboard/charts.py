@@ -137,5 +137,7 @@ def overview_charts(f: Filters, user: User) -> tuple[list[Chart], dict]:
 def heatmap_chart(f: Filters, cluster: Cluster) -> Chart:
     grid = selectors.gpu_grid(cluster_id=cluster.pk, start=f.start, end=f.end)
     columns, values = grid_mean_buckets(grid.columns, grid.values, MAX_HEATMAP_CELLS)
-    figure = gpu_heatmap(grid.rows, [c.strftime(X_FORMAT) for c in columns], values)
+    # Plotly centres a cell on its x: label each bucket by its middle so it spans the hours it covers.
+    half = (columns[1] - columns[0]) / 2 if len(columns) > 1 else grid.step / 2
+    figure = gpu_heatmap(grid.rows, [(c + half).strftime(X_FORMAT) for c in columns], values)
     return Chart("heatmap", figure, f"No GPU of {cluster} reported in this range. Pick another range.", wide=True)

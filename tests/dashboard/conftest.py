@@ -3,8 +3,17 @@ import pytest
 from tests.factories import at, ingest, job_record, rate, series
 
 
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def usage(cast):
+    small_cluster_usage()
+
+
+def small_cluster_usage() -> None:
     """Two teams on cluster c1 on 3 Nov 2026: NLP busy on GPU 0 (alice) and idle on GPU 1 (bob);
     Vision idle for its first hour then busy on GPU 2; GPU 3 never allocated."""
     rate(price="2.00")
