@@ -70,13 +70,12 @@ def _visible_team_names(user: User, team: Team | None) -> set[str]:
 
 def _team_jobs_q(user: User, team: Team | None, prefix: str = "") -> Q:
     """Jobs counted in the totals of the teams the user may see (unattributed: admins and finance only)."""
+    if team is None and user.sees_all_costs:
+        return Q()
     visible = teams_visible(user=user)
     if team is not None:
         visible = visible.filter(pk=team.pk)
-    q = Q(**{f"{prefix}project__team__in": visible})
-    if team is None and user.sees_all_costs:
-        q |= Q(**{f"{prefix}project__isnull": True})
-    return q
+    return Q(**{f"{prefix}project__team__in": visible})
 
 
 def _team_name(name: str | None) -> str:
