@@ -52,7 +52,7 @@ def read_token(cast):
     return api_token_create(user=cast.admin, name="reader", scope="read")[1]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     return {
         **browser_type_launch_args,

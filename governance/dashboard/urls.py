@@ -7,4 +7,5 @@ app_name = "dashboard"
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("chargeback.csv", views.chargeback_csv, name="chargeback-csv"),
+    path("cluster/", views.heatmap, name="heatmap"),
 ]

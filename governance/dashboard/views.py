@@ -1,50 +1,36 @@
-from decimal import Decimal
+"""Dashboard pages: parse the filters, build the charts the user may see, render."""
+
+from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
-from django.utils import timezone
 
 from governance.costs.csv import team_month_csv
-from governance.costs.selectors import chargeback_months
-from governance.dashboard.figures.costs import CostPoint, cost_per_team_per_month
-from governance.lib.months import Month
-
-MONTHS_SHOWN = 6
-
-
-def _months(request: HttpRequest) -> list[Month]:
-    try:
-        last = Month.parse(request.GET["month"]) if request.GET.get("month") else Month.of(timezone.now())
-    except ValueError:
-        last = Month.of(timezone.now())
-    months = [last]
-    for _ in range(MONTHS_SHOWN - 1):
-        months.insert(0, months[0].previous())
-    return months
+from governance.dashboard import selectors
+from governance.dashboard.charts import heatmap_chart, overview_charts
+from governance.dashboard.filters import filters_parse
 
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
-    months = _months(request)
-    charges = chargeback_months(months=months)
-    currency = charges[0].currency if charges else "USD"
-    figure = cost_per_team_per_month([CostPoint(str(c.month), c.team, c.cost) for c in charges], currency)
-    total = sum((c.cost for c in charges if c.month == months[-1]), Decimal(0))
-    context = {
-        "figure": figure,
-        "charges": [c for c in charges if c.month == months[-1]],
-        "month": months[-1],
-        "total": total,
-        "currency": currency,
-        "has_data": bool(charges),
-    }
-    return render(request, "dashboard/overview.html", context)
+    f = filters_parse(query=request.GET, user=request.user)
+    charts, headline = overview_charts(f, request.user)
+    return render(request, "dashboard/overview.html", {"f": f, "charts": charts, **headline})
+
+
+@login_required
+def heatmap(request: HttpRequest) -> HttpResponse:
+    f = filters_parse(query=request.GET, user=request.user)
+    cluster = f.cluster or (f.clusters.first() if f.clusters is not None else None)
+    charts = [heatmap_chart(f, cluster)] if cluster is not None else []
+    return render(request, "dashboard/heatmap.html", {"f": f, "cluster": cluster, "charts": charts})
 
 
 @login_required
 def chargeback_csv(request: HttpRequest) -> StreamingHttpResponse:
-    months = _months(request)
-    response = StreamingHttpResponse(team_month_csv(chargeback_months(months=months)), content_type="text/csv")
-    response["Content-Disposition"] = f'attachment; filename="chargeback-{months[0]}-to-{months[-1]}.csv"'
+    f = filters_parse(query=request.GET, user=request.user)
+    charges = selectors.team_charges(user=request.user, months=f.months, team=f.team)
+    response = StreamingHttpResponse(team_month_csv(charges), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="chargeback-{f.months[0]}-to-{f.months[-1]}.csv"'
     return response

@@ -1,6 +1,72 @@
-// Draws every element with data-figure from the JSON figure the server rendered beside it.
-document.querySelectorAll("[data-figure]").forEach((el) => {
-  const figure = JSON.parse(document.getElementById(el.dataset.figure).textContent);
-  const config = { responsive: true, displaylogo: false, toImageButtonOptions: { format: "png", filename: el.id } };
-  Plotly.newPlot(el, figure.data, figure.layout, config);
-});
+// Draws every element with data-figure from the JSON figure the server rendered beside it,
+// gives each chart a CSV download of exactly the data it draws, and redraws on a filter change.
+(function () {
+  "use strict";
+
+  // Per-point arrays a trace may carry, in the column order of the CSV.
+  const COLUMNS = ["x", "y", "q1", "median", "q3", "lowerfence", "upperfence", "hovertext", "customdata"];
+
+  function cell(value) {
+    if (value === null || value === undefined) return "";
+    const text = Array.isArray(value) ? value.join(" | ") : String(value);
+    return /[",\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
+  }
+
+  // One row per point: series, then the trace's per-point columns; a heatmap becomes long rows (y, x, z).
+  function figureRows(data) {
+    const header = ["series"];
+    const rows = [];
+    data.forEach((trace) => {
+      if (trace.type === "heatmap") {
+        ["y", "x", "z"].forEach((c) => header.includes(c) || header.push(c));
+        trace.y.forEach((y, i) => trace.x.forEach((x, j) => {
+          const z = trace.z[i][j];
+          if (z !== null && z !== undefined) rows.push({ series: trace.name, y, x, z });
+        }));
+        return;
+      }
+      const columns = COLUMNS.filter((c) => Array.isArray(trace[c]));
+      columns.forEach((c) => header.includes(c) || header.push(c));
+      const length = Math.max(...columns.map((c) => trace[c].length));
+      for (let i = 0; i < length; i++) {
+        const row = { series: trace.name };
+        columns.forEach((c) => (row[c] = trace[c][i]));
+        rows.push(row);
+      }
+    });
+    return { header, rows };
+  }
+
+  function figureCsv(data) {
+    const { header, rows } = figureRows(data);
+    return [header, ...rows.map((r) => header.map((c) => r[c]))].map((r) => r.map(cell).join(",")).join("\n") + "\n";
+  }
+
+  function download(el) {
+    const blob = new Blob([figureCsv(el.data)], { type: "text/csv" });
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(blob);
+    link.download = el.id + (window.location.search ? "-" + new URLSearchParams(window.location.search).toString().replace(/[^\w-]+/g, "_") : "") + ".csv";
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+  }
+
+  document.querySelectorAll("[data-figure]").forEach((el) => {
+    const figure = JSON.parse(document.getElementById(el.dataset.figure).textContent);
+    const config = { responsive: true, displaylogo: false, toImageButtonOptions: { format: "png", filename: el.id } };
+    Plotly.newPlot(el, figure.data, figure.layout, config).then(() => el.setAttribute("data-drawn", "true"));
+  });
+
+  document.querySelectorAll("[data-csv-for]").forEach((button) => {
+    button.addEventListener("click", () => download(document.getElementById(button.dataset.csvFor)));
+  });
+
+  // A filter change is a plain GET: the new view is a link, and the server redraws with the new data.
+  document.querySelectorAll("form[data-autosubmit]").forEach((form) => {
+    form.querySelectorAll("select, input").forEach((input) => input.addEventListener("change", () => form.requestSubmit()));
+  });
+
+  window.gpuGovernance = { figureCsv };
+})();

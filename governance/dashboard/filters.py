@@ -1,0 +1,118 @@
+"""The dashboard's filters, read from the query string so that a view can be shared as a link."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from urllib.parse import urlencode
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from governance.fleet.models import Cluster
+from governance.lib.months import Month
+from governance.org.models import Team, User
+from governance.org.selectors import teams_visible
+
+MONTHS_SHOWN = 6
+UNKNOWN_CLUSTER = "cluster {value!r} does not exist; showing every cluster"
+UNKNOWN_TEAM = "team {value!r} is not one you may see; showing every team you may see"
+BAD_MONTH = "month {value!r} is not of the form YYYY-MM; showing the current month"
+BAD_DATE = "{name} {value!r} is not a date of the form YYYY-MM-DD; ignored"
+BAD_RANGE = "the time range ends before it starts; showing the month instead"
+
+
+@dataclass
+class Filters:
+    """What the user asked for (cluster, team, month, time range), checked against what they may see."""
+
+    month: Month
+    start: datetime
+    end: datetime
+    cluster: Cluster | None = None
+    team: Team | None = None
+    teams: QuerySet[Team] | None = None
+    clusters: QuerySet[Cluster] | None = None
+    custom_range: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def months(self) -> list[Month]:
+        months = [self.month]
+        for _ in range(MONTHS_SHOWN - 1):
+            months.insert(0, months[0].previous())
+        return months
+
+    @property
+    def cluster_id(self) -> int | None:
+        return self.cluster.pk if self.cluster else None
+
+    @property
+    def end_inclusive(self) -> datetime:
+        return self.end - timedelta(days=1)
+
+    @property
+    def period(self) -> str:
+        if not self.custom_range:
+            return str(self.month)
+        return f"{self.start:%Y-%m-%d} to {self.end_inclusive:%Y-%m-%d}"
+
+    def query(self, **changes: str) -> str:
+        """The query string of these filters (with `changes`), for links and CSV endpoints."""
+        params = {"month": str(self.month)}
+        if self.cluster:
+            params["cluster"] = self.cluster.name
+        if self.team:
+            params["team"] = self.team.slug
+        if self.custom_range:
+            params["start"] = f"{self.start:%Y-%m-%d}"
+            params["end"] = f"{self.end_inclusive:%Y-%m-%d}"
+        params.update(changes)
+        return urlencode({k: v for k, v in params.items() if v})
+
+
+def _day(name: str, value: str, errors: list[str]) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.combine(date.fromisoformat(value), time(0), tzinfo=UTC)
+    except ValueError:
+        errors.append(BAD_DATE.format(name=name, value=value))
+        return None
+
+
+def filters_parse(*, query: Mapping[str, str], user: User, now: datetime | None = None) -> Filters:
+    """Filters from a query string; a value the user may not use is dropped with a message, never obeyed."""
+    errors: list[str] = []
+    month = Month.of(now or timezone.now())
+    if query.get("month"):
+        try:
+            month = Month.parse(query["month"])
+        except ValueError:
+            errors.append(BAD_MONTH.format(value=query["month"]))
+    teams = teams_visible(user=user)
+    clusters = Cluster.objects.order_by("name")
+    cluster = team = None
+    if query.get("cluster"):
+        cluster = clusters.filter(name=query["cluster"]).first()
+        if cluster is None:
+            errors.append(UNKNOWN_CLUSTER.format(value=query["cluster"]))
+    if query.get("team"):
+        team = teams.filter(slug=query["team"]).first()
+        if team is None:
+            errors.append(UNKNOWN_TEAM.format(value=query["team"]))
+    start = _day("start", query.get("start", ""), errors)
+    last = _day("end", query.get("end", ""), errors)
+    custom = start is not None or last is not None
+    if custom and not query.get("month"):
+        month = Month.of(start or last)
+    start = start or month.start
+    end = last + timedelta(days=1) if last else (month.end if start < month.end else start + timedelta(days=31))
+    if end <= start:
+        errors.append(BAD_RANGE)
+        start, end, custom = month.start, month.end, False
+    return Filters(
+        month=month, start=start, end=end, cluster=cluster, team=team, teams=teams, clusters=clusters,
+        custom_range=custom, errors=errors,
+    )  # fmt: skip

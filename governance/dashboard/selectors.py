@@ -1,0 +1,225 @@
+"""Reads for the dashboard: rollups only (GpuHour, JobGpuHour, jobs, chargeback), never raw samples.
+
+Team totals go through teams_visible, single jobs through job_visibility_filter; cluster-wide
+utilisation is shown to everyone signed in.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db.models import Count, F, FloatField, Q, QuerySet, Sum
+from django.db.models.functions import Cast, TruncDay, TruncHour
+
+from governance.costs.selectors import UNATTRIBUTED, TeamCharge, chargeback_months, rates_by_model
+from governance.lib.months import Month
+from governance.org.models import Team, User
+from governance.org.selectors import job_visibility_filter, teams_visible
+from governance.usage.models import GpuHour, Job, JobGpuHour
+
+HOURLY_UP_TO = timedelta(days=62)
+TOP_JOBS = 10
+
+
+@dataclass(frozen=True)
+class UtilisationHour:
+    hour: datetime
+    used_gpu_hours: float
+    capacity_gpu_hours: float
+
+
+@dataclass(frozen=True)
+class TeamIdle:
+    team: str
+    idle_gpu_hours: float
+    observed_gpu_hours: float
+
+
+@dataclass(frozen=True)
+class JobWaste:
+    job_pk: int
+    job: str
+    team: str
+    user: str
+    gpus: int
+    idle_gpu_hours: float
+    idle_cost: Decimal
+    currency: str
+
+
+@dataclass(frozen=True)
+class GpuGrid:
+    rows: list[str]
+    columns: list[datetime]
+    values: list[list[float | None]]
+    step: timedelta
+
+
+def _visible_team_names(user: User, team: Team | None) -> set[str]:
+    teams = teams_visible(user=user)
+    if team is not None:
+        teams = teams.filter(pk=team.pk)
+    names = set(teams.values_list("name", flat=True))
+    if team is None and user.sees_all_costs:
+        names.add(UNATTRIBUTED)
+    return names
+
+
+def _team_jobs_q(user: User, team: Team | None, prefix: str = "") -> Q:
+    """Jobs counted in the totals of the teams the user may see (unattributed: admins and finance only)."""
+    if team is None and user.sees_all_costs:
+        return Q()
+    visible = teams_visible(user=user)
+    if team is not None:
+        visible = visible.filter(pk=team.pk)
+    return Q(**{f"{prefix}project__team__in": visible})
+
+
+def _team_name(name: str | None) -> str:
+    return name or UNATTRIBUTED
+
+
+def cluster_utilisation(*, start: datetime, end: datetime, cluster_id: int | None = None) -> list[UtilisationHour]:
+    """Per hour: utilisation-weighted GPU-hours (mean SM of each GPU) and capacity (GPUs reporting)."""
+    rows = GpuHour.objects.filter(hour__gte=start, hour__lt=end, samples__gt=0)
+    if cluster_id is not None:
+        rows = rows.filter(gpu__cluster_id=cluster_id)
+    rows = (
+        rows.values("hour")
+        .annotate(used=Sum(F("sm_sum") / Cast("samples", FloatField()) / 100.0), capacity=Count("id"))
+        .order_by("hour")
+    )
+    return [UtilisationHour(r["hour"], float(r["used"] or 0.0), float(r["capacity"])) for r in rows]
+
+
+def team_charges(*, user: User, months: list[Month], team: Team | None = None) -> list[TeamCharge]:
+    """Chargeback per team and month, only for the teams the user may see."""
+    names = _visible_team_names(user, team)
+    return [c for c in chargeback_months(months=months) if c.team in names]
+
+
+def team_idle(
+    *, user: User, start: datetime, end: datetime, cluster_id: int | None = None, team: Team | None = None
+) -> list[TeamIdle]:
+    """Per visible team: GPU-hours its jobs held while idle, of the GPU-hours observed."""
+    rows = JobGpuHour.objects.filter(_team_jobs_q(user, team, "job__"), hour__gte=start, hour__lt=end, samples__gt=0)
+    if cluster_id is not None:
+        rows = rows.filter(job__cluster_id=cluster_id)
+    rows = (
+        rows.values("job__project__team__name")
+        .annotate(idle=Sum(Cast("idle_samples", FloatField()) / Cast("samples", FloatField())), hours=Count("id"))
+        .order_by("job__project__team__name")
+    )
+    return [TeamIdle(_team_name(r["job__project__team__name"]), float(r["idle"]), float(r["hours"])) for r in rows]
+
+
+def queue_waits(
+    *, user: User, start: datetime, end: datetime, cluster_id: int | None = None, team: Team | None = None
+) -> dict[str, list[float]]:
+    """Minutes from submit to start of each job that started in the range, per visible team."""
+    jobs = Job.objects.filter(
+        _team_jobs_q(user, team), start_time__gte=start, start_time__lt=end, submit_time__isnull=False
+    )
+    if cluster_id is not None:
+        jobs = jobs.filter(cluster_id=cluster_id)
+    waits: dict[str, list[float]] = defaultdict(list)
+    for name, submitted, started in jobs.values_list("project__team__name", "submit_time", "start_time"):
+        waits[_team_name(name)].append(max((started - submitted).total_seconds(), 0.0) / 60)
+    return dict(sorted(waits.items()))
+
+
+def _rate_at(rates: list, moment: datetime):
+    current = None
+    for r in rates:
+        if r.valid_from <= moment:
+            current = r
+    return current or (rates[0] if rates else None)
+
+
+def jobs_top_waste(
+    *,
+    user: User,
+    start: datetime,
+    end: datetime,
+    cluster_id: int | None = None,
+    team: Team | None = None,
+    limit: int = TOP_JOBS,
+) -> list[JobWaste]:
+    """The visible jobs that held GPUs idle longest in the range, with what that idle time cost.
+
+    Ranked by idle GPU-hours from the rollups until the efficiency findings carry a monthly waste;
+    pages call this function only, so the ranking can switch to findings in one place.
+    """
+    rows = JobGpuHour.objects.filter(
+        job_visibility_filter(user=user, prefix="job__"), hour__gte=start, hour__lt=end, samples__gt=0
+    )
+    if team is not None:
+        rows = rows.filter(job__project__team=team)
+    if cluster_id is not None:
+        rows = rows.filter(job__cluster_id=cluster_id)
+    ranked = list(
+        rows.values("job_id")
+        .annotate(idle=Sum(Cast("idle_samples", FloatField()) / Cast("samples", FloatField())))
+        .filter(idle__gt=0)
+        .order_by("-idle", "job_id")[:limit]
+    )
+    jobs = Job.objects.select_related("cluster", "project__team").in_bulk([r["job_id"] for r in ranked])
+    rates = rates_by_model()
+    out = []
+    for r in ranked:
+        job = jobs[r["job_id"]]
+        rate = _rate_at(rates.get(job.gpu_model, []), start)
+        idle = Decimal(str(round(r["idle"], 6)))
+        out.append(
+            JobWaste(
+                job_pk=job.pk,
+                job=f"{job.cluster.name}/{job.external_id}",
+                team=job.project.team.name if job.project else UNATTRIBUTED,
+                user=job.user_name,
+                gpus=job.gpus,
+                idle_gpu_hours=float(r["idle"]),
+                idle_cost=idle * rate.price_per_gpu_hour if rate else Decimal(0),
+                currency=rate.currency if rate else "",
+            )
+        )
+    return out
+
+
+def gpu_grid(*, cluster_id: int, start: datetime, end: datetime) -> GpuGrid:
+    """Mean SM % of every GPU of a cluster per hour (per day beyond two months); None where it did not report."""
+    daily = end - start > HOURLY_UP_TO
+    step = timedelta(days=1) if daily else timedelta(hours=1)
+    bucket = TruncDay("hour") if daily else TruncHour("hour")
+    rows: QuerySet = (
+        GpuHour.objects.filter(gpu__cluster_id=cluster_id, hour__gte=start, hour__lt=end, samples__gt=0)
+        .annotate(bucket=bucket)
+        .values("gpu__node__name", "gpu__index", "bucket")
+        .annotate(sm=Sum("sm_sum"), n=Sum("samples"))
+        .order_by()
+    )
+    columns: list[datetime] = []
+    moment = bucket_floor(start, daily)
+    while moment < end:
+        columns.append(moment)
+        moment += step
+    position = {c: i for i, c in enumerate(columns)}
+    grid: dict[str, list[float | None]] = {}
+    for r in rows:
+        label = f"{r['gpu__node__name']}:{r['gpu__index']}"
+        cells = grid.setdefault(label, [None] * len(columns))
+        cells[position[r["bucket"]]] = r["sm"] / r["n"]
+    labels = sorted(grid, key=_node_order)
+    return GpuGrid(rows=labels, columns=columns, values=[grid[label] for label in labels], step=step)
+
+
+def bucket_floor(moment: datetime, daily: bool) -> datetime:
+    moment = moment.replace(minute=0, second=0, microsecond=0)
+    return moment.replace(hour=0) if daily else moment
+
+
+def _node_order(label: str) -> tuple[str, int]:
+    node, _, index = label.rpartition(":")
+    return node, int(index)
