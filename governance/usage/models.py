@@ -86,7 +86,10 @@ class Sample(models.Model):
     ts = models.DateTimeField()
     # (gpu, ts) serves every lookup by GPU; a second index on gpu alone would only slow ingest down.
     gpu = models.ForeignKey(Gpu, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+")
-    job = models.ForeignKey(Job, on_delete=models.DO_NOTHING, db_constraint=False, null=True, related_name="+")
+    # Nothing reads raw samples by job (reports read the rollups), so no index on job either.
+    job = models.ForeignKey(
+        Job, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, null=True, related_name="+"
+    )
     sm_util = models.FloatField()
     mem_used_mib = models.FloatField()
     mem_total_mib = models.FloatField()
