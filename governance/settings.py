@@ -8,6 +8,7 @@ PostgreSQL and a real broker.
 import secrets
 from pathlib import Path
 
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 from governance.lib.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
@@ -239,6 +240,18 @@ CELERY_BEAT_SCHEDULE |= {
     "check-cluster-utilisation": {"task": "efficiency.cluster_alerts", "schedule": 60 * 60.0},
     "weekly-findings-digest": {
         "task": "efficiency.weekly_digest",
-        "schedule": __import__("celery.schedules").schedules.crontab(minute=0, hour=7, day_of_week="mon"),
+        "schedule": crontab(minute=0, hour=7, day_of_week="mon"),
     },
 }
+
+# --- Scale (issue 8): sample partitions, retention, metrics -------------------------------------
+# Raw samples older than this many days are dropped a whole month at a time; 0 keeps them forever.
+# Hourly rollups are never dropped, so reports and chargeback do not change when samples go.
+SAMPLE_RETENTION_DAYS = env_int("SAMPLE_RETENTION_DAYS", 0)
+# Monthly sample partitions created ahead of time (PostgreSQL), besides the current month.
+SAMPLE_PARTITIONS_AHEAD = env_int("SAMPLE_PARTITIONS_AHEAD", 3)
+CELERY_BEAT_SCHEDULE["maintain-sample-partitions"] = {"task": "usage.maintain_partitions", "schedule": 6 * 3600.0}
+# Housekeeping is not ingest: keep it off the ingest workers.
+CELERY_TASK_ROUTES["usage.maintain_partitions"] = {"queue": "analysis"}
+# /metrics answers only with `Authorization: Bearer <METRICS_TOKEN>`; unset, it answers 404.
+METRICS_TOKEN = env_str("METRICS_TOKEN")

@@ -77,11 +77,19 @@ class IngestBatch(models.Model):
 
 
 class Sample(models.Model):
-    """One reading of one GPU at one time (append-only raw data, kept for the retention period)."""
+    """One reading of one GPU at one time (append-only raw data, kept for the retention period).
+
+    On PostgreSQL the table is partitioned by month on ts (migration 0003, governance/usage/partitions.py)
+    and its primary key is (id, ts); the ORM still addresses rows by id, which the sequence keeps unique.
+    """
 
     ts = models.DateTimeField()
-    gpu = models.ForeignKey(Gpu, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
-    job = models.ForeignKey(Job, on_delete=models.DO_NOTHING, db_constraint=False, null=True, related_name="+")
+    # (gpu, ts) serves every lookup by GPU; a second index on gpu alone would only slow ingest down.
+    gpu = models.ForeignKey(Gpu, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+")
+    # Nothing reads raw samples by job (reports read the rollups), so no index on job either.
+    job = models.ForeignKey(
+        Job, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, null=True, related_name="+"
+    )
     sm_util = models.FloatField()
     mem_used_mib = models.FloatField()
     mem_total_mib = models.FloatField()

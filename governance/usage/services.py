@@ -47,14 +47,14 @@ def usage_batch_store(*, batch: Batch, body: bytes) -> Receipt:
     digest = hashlib.sha256(body).hexdigest()
     try:
         with transaction.atomic():
-            inbox = IngestBatch.objects.create(
+            inbox_pk = writer.inbox_insert(
                 batch_id=batch.batch_id,
                 collector=batch.collector,
                 body=body,
                 body_sha256=digest,
                 record_count=len(batch.records),
             )
-            transaction.on_commit(lambda: _enqueue(inbox.pk))
+            transaction.on_commit(lambda: _enqueue(inbox_pk))
     except IntegrityError:
         known = IngestBatch.objects.filter(batch_id=batch.batch_id).values_list("body_sha256", flat=True).first()
         if known is None:
@@ -81,11 +81,13 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
             inbox = (
                 IngestBatch.objects.select_for_update(skip_locked=True)
                 .filter(pk=inbox_pk, processed_at__isnull=True)
+                .defer("body")
                 .first()
             )
             if inbox is None:
                 return None
-            result = usage_records_write(batch=decode_batch(bytes(inbox.body)))
+            writer.commit_without_flush()
+            result = usage_records_write(batch=decode_batch(writer.inbox_body(inbox_pk)))
             inbox.processed_at = timezone.now()
             inbox.attempts += 1
             inbox.last_error = ""

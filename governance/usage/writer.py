@@ -6,17 +6,19 @@ into the sample table and both hourly rollups with one set-based statement each.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
+import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import IntegrityError, connection
 from django.utils import timezone
 
 from collectors.records import TERMINAL_STATES, JobRecord, SampleRecord
-from governance.fleet.models import Cluster, Gpu, Node
+from governance.fleet.models import Cluster, Node
 from governance.org.services import project_resolve
-from governance.usage.models import Job
+from governance.usage.models import IngestBatch, Job
 
 STAGE_COLUMNS = (
     "ts", "gpu_id", "job_id", "sm_util", "mem_used_mib", "mem_total_mib", "power_w", "gpu_numa_node",
@@ -30,6 +32,50 @@ STAGE_TYPES = (
 STAGE = "usage_sample_stage"
 
 
+# Django's PostgreSQL cursors bind parameters client-side, which writes a batch body into the SQL text
+# as hex (twice its size, parsed again by the server). A plain psycopg cursor on the same connection and
+# transaction sends and reads it as binary: an inbox write then costs what its bytes cost.
+INBOX_INSERT = """
+INSERT INTO usage_ingestbatch (batch_id, collector, body, body_sha256, record_count, received_at, attempts, last_error)
+VALUES (%s, %s, %s, %s, %s, %s, 0, '') RETURNING id
+"""
+
+
+def inbox_insert(*, batch_id: uuid.UUID, collector: str, body: bytes, body_sha256: str, record_count: int) -> int:
+    """Store a batch in the inbox within the current transaction; raises IntegrityError on a known batch id."""
+    if connection.vendor != "postgresql":
+        return IngestBatch.objects.create(
+            batch_id=batch_id, collector=collector, body=body, body_sha256=body_sha256, record_count=record_count
+        ).pk
+    connection.ensure_connection()
+    try:
+        with psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(INBOX_INSERT, [batch_id, collector, body, body_sha256, record_count, timezone.now()])
+            return cursor.fetchone()[0]
+    except psycopg.IntegrityError as exc:
+        raise IntegrityError(str(exc)) from exc
+
+
+def commit_without_flush() -> None:
+    """Let this transaction commit without waiting for its WAL flush (PostgreSQL).
+
+    Safe for processing a batch, never for storing one: if the server crashes before the flush, the
+    samples, rollups and processed_at vanish together and the sweep processes the inbox row again.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+def inbox_body(inbox_pk: int) -> bytes:
+    if connection.vendor != "postgresql":
+        return bytes(IngestBatch.objects.filter(pk=inbox_pk).values_list("body", flat=True).get())
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute("SELECT body FROM usage_ingestbatch WHERE id = %s", [inbox_pk], binary=True)
+        return cursor.fetchone()[0]
+
+
 def numa_mask(nodes: Sequence[int] | None) -> int | None:
     if nodes is None:
         return None
@@ -41,64 +87,79 @@ def numa_mask(nodes: Sequence[int] | None) -> int | None:
 
 def clusters_ensure(names: Iterable[str]) -> dict[str, int]:
     names = set(names)
-    Cluster.objects.bulk_create([Cluster(name=n) for n in names], ignore_conflicts=True)
-    return dict(Cluster.objects.filter(name__in=names).values_list("name", "id"))
+    known = dict(Cluster.objects.filter(name__in=names).values_list("name", "id"))
+    if len(known) < len(names):  # only a new cluster costs a write
+        Cluster.objects.bulk_create([Cluster(name=n) for n in names - known.keys()], ignore_conflicts=True)
+        known = dict(Cluster.objects.filter(name__in=names).values_list("name", "id"))
+    return known
+
+
+def nodes_ensure(keys: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    """(cluster id, node name) -> node id, creating the nodes not seen before; marks them all seen now."""
+
+    def known() -> dict[tuple[int, str], int]:
+        rows = Node.objects.filter(cluster_id__in={c for c, _ in keys}, name__in={n for _, n in keys})
+        return {(c, n): pk for pk, c, n in rows.values_list("id", "cluster_id", "name") if (c, n) in keys}
+
+    ids = known()
+    if len(ids) < len(keys):
+        Node.objects.bulk_create([Node(cluster_id=c, name=n) for c, n in keys - ids.keys()], ignore_conflicts=True)
+        ids = known()
+    Node.objects.filter(pk__in=ids.values()).update(last_seen_at=timezone.now())
+    return ids
+
+
+GPU_UPSERT = """
+INSERT INTO fleet_gpu (cluster_id, uuid, node_id, "index", model, memory_total_mib, numa_node, mig_profile,
+    first_seen_at, last_seen_at)
+VALUES {values}
+ON CONFLICT (cluster_id, uuid) DO UPDATE SET
+    node_id = CASE WHEN {newer} THEN excluded.node_id ELSE fleet_gpu.node_id END,
+    "index" = CASE WHEN {newer} THEN excluded."index" ELSE fleet_gpu."index" END,
+    model = CASE WHEN {newer} THEN excluded.model ELSE fleet_gpu.model END,
+    memory_total_mib = CASE WHEN {newer} THEN excluded.memory_total_mib ELSE fleet_gpu.memory_total_mib END,
+    numa_node = CASE WHEN {newer} THEN excluded.numa_node ELSE fleet_gpu.numa_node END,
+    mig_profile = CASE WHEN {newer} THEN excluded.mig_profile ELSE fleet_gpu.mig_profile END,
+    first_seen_at = {least}(fleet_gpu.first_seen_at, excluded.first_seen_at),
+    last_seen_at = {greatest}(fleet_gpu.last_seen_at, excluded.last_seen_at)
+RETURNING id, cluster_id, uuid
+"""
 
 
 def gpus_ensure(samples: Sequence[SampleRecord], cluster_ids: dict[str, int]) -> dict[tuple[int, str], int]:
-    """Upsert the nodes and GPUs the samples name; returns (cluster id, uuid) -> GPU id."""
+    """Upsert the nodes and GPUs the samples name (the latest sample's facts win); (cluster id, uuid) -> GPU id.
+
+    One statement for all GPUs of the batch: this runs once per batch on the ingest hot path.
+    """
     latest: dict[tuple[int, str], SampleRecord] = {}
     first: dict[tuple[int, str], datetime] = {}
     for s in samples:
         key = (cluster_ids[s.cluster], s.gpu_uuid)
         seen = latest.get(key)
-        if seen is None or s.ts > seen.ts:
+        if seen is None:
             latest[key] = s
-        if key not in first or s.ts < first[key]:
             first[key] = s.ts
-    node_keys = {(cid, s.node) for (cid, _), s in latest.items()}
-    Node.objects.bulk_create([Node(cluster_id=c, name=n) for c, n in node_keys], ignore_conflicts=True)
-    node_ids = {
-        (c, n): pk
-        for pk, c, n in Node.objects.filter(
-            cluster_id__in={c for c, _ in node_keys}, name__in={n for _, n in node_keys}
-        ).values_list("id", "cluster_id", "name")
-    }
-    existing = {
-        (g.cluster_id, g.uuid): g
-        for g in Gpu.objects.filter(cluster_id__in={c for c, _ in latest}, uuid__in={u for _, u in latest})
-    }
-    to_create, to_update = [], []
-    for key, s in latest.items():
-        gpu = existing.get(key)
-        fields = {
-            "node_id": node_ids[(key[0], s.node)],
-            "index": s.gpu_index,
-            "model": s.gpu_model,
-            "memory_total_mib": s.mem_total_mib,
-            "numa_node": s.gpu_numa_node,
-            "mig_profile": s.mig_profile or "",
-        }
-        if gpu is None:
-            to_create.append(Gpu(cluster_id=key[0], uuid=key[1], first_seen_at=first[key], last_seen_at=s.ts, **fields))
-        elif s.ts >= gpu.last_seen_at:
-            for name, value in fields.items():
-                setattr(gpu, name, value)
-            gpu.last_seen_at = s.ts
-            gpu.first_seen_at = min(gpu.first_seen_at, first[key])
-            to_update.append(gpu)
-        elif first[key] < gpu.first_seen_at:
-            gpu.first_seen_at = first[key]
-            to_update.append(gpu)
-    Gpu.objects.bulk_create(to_create, ignore_conflicts=True)
-    if to_update:
-        Gpu.objects.bulk_update(to_update, [*fields, "last_seen_at", "first_seen_at"])
-    return {
-        (c, u): pk
-        for pk, c, u in Gpu.objects.filter(
-            cluster_id__in={c for c, _ in latest}, uuid__in={u for _, u in latest}
-        ).values_list("id", "cluster_id", "uuid")
-    }
+            continue
+        if s.ts > seen.ts:
+            latest[key] = s
+        if s.ts < first[key]:
+            first[key] = s.ts
+    node_ids = nodes_ensure({(cid, s.node) for (cid, _), s in latest.items()})
+    adapt = connection.ops.adapt_datetimefield_value
+    params: list[object] = []
+    for (cid, gpu_uuid), s in sorted(latest.items()):  # a fixed order: two workers never deadlock on GPU rows
+        params += [cid, gpu_uuid, node_ids[(cid, s.node)], s.gpu_index, s.gpu_model, s.mem_total_mib, s.gpu_numa_node]
+        params += [s.mig_profile or "", adapt(first[(cid, gpu_uuid)]), adapt(s.ts)]
+    postgres = connection.vendor == "postgresql"
+    sql = GPU_UPSERT.format(
+        values=", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(latest)),
+        newer="excluded.last_seen_at >= fleet_gpu.last_seen_at",
+        least="LEAST" if postgres else "min",
+        greatest="GREATEST" if postgres else "max",
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {(c, u): pk for pk, c, u in cursor.fetchall()}
 
 
 def _merge_job(job: Job, rec: JobRecord, project_id: int | None) -> None:
@@ -152,13 +213,16 @@ def job_ids_ensure(samples: Sequence[SampleRecord], cluster_ids: dict[str, int])
     keys = {(cluster_ids[s.cluster], s.job_id) for s in samples if s.job_id is not None}
     if not keys:
         return {}
-    Job.objects.bulk_create([Job(cluster_id=c, external_id=e) for c, e in keys], ignore_conflicts=True)
-    return {
-        (c, e): pk
-        for pk, c, e in Job.objects.filter(
-            cluster_id__in={c for c, _ in keys}, external_id__in={e for _, e in keys}
-        ).values_list("id", "cluster_id", "external_id")
-    }
+
+    def known() -> dict[tuple[int, str], int]:
+        rows = Job.objects.filter(cluster_id__in={c for c, _ in keys}, external_id__in={e for _, e in keys})
+        return {(c, e): pk for pk, c, e in rows.values_list("id", "cluster_id", "external_id") if (c, e) in keys}
+
+    ids = known()
+    if len(ids) < len(keys):  # samples of a job whose record has not come yet
+        Job.objects.bulk_create([Job(cluster_id=c, external_id=e) for c, e in keys - ids.keys()], ignore_conflicts=True)
+        ids = known()
+    return ids
 
 
 def _rows(samples, cluster_ids, gpu_ids, job_ids):
@@ -270,7 +334,4 @@ def samples_write(samples: Sequence[SampleRecord], cluster_ids: dict[str, int]) 
         cursor.execute(_sql(UPSERT_JOB_HOURS), params)
         cursor.execute(_sql(UPSERT_GPU_HOURS), params)
         cursor.execute(_sql(FILL_JOB_MODELS))
-    Node.objects.filter(pk__in=Gpu.objects.filter(pk__in=set(gpu_ids.values())).values("node_id")).update(
-        last_seen_at=timezone.now()
-    )
     return len(samples)

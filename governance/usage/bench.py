@@ -1,0 +1,217 @@
+"""Ingest and chargeback figures for `manage.py bench` (PostgreSQL; run on a throwaway bench database).
+
+- ingest_samples_per_s: simulated batches POSTed to /api/v1/ingest/ through Django's WSGI handler, each
+  processed by the ingest task in-process (Celery eager: the same function a worker runs), from the
+  first POST to the last batch processed; ingest_vs_copy divides it by the rate of a raw binary COPY
+  (psycopg set_types/write_row) of the very same rows into an empty copy of usage_sample, same run.
+- chargeback_ms_1x / _10x: the month's chargeback for the same jobs and GPUs sampled every 60 s and
+  every 6 s; chargeback_vs_sql: the selector's time over a hand-written SQL aggregate on the rollups.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from django.core.management import call_command
+from django.db import connection, transaction
+from django.test import Client
+
+from collectors.records import Record, encode, new_batch
+from collectors.simulate import GPU_MODEL, SimulatedCluster
+from governance.celery import app as celery_app
+from governance.lib.months import Month
+from governance.usage import writer
+from governance.usage.models import IngestBatch, Sample
+
+Out = Callable[[str, object], None]
+
+# A cluster-level collector's scrape of a 10,000-GPU cluster is one 10,000-record batch every 10 s; a
+# node agent's batches are smaller, so the rate at 2,000 records is printed as well.
+BATCH_RECORDS = 10_000
+SMALL_BATCH_RECORDS = 2_000
+INGEST_GPUS, INGEST_HOURS, INGEST_INTERVAL_S = 64, 4, 10
+CHARGEBACK_GPUS, CHARGEBACK_DAYS = 16, 2
+REPEATS = 5
+
+# What a finance analyst would write by hand: allocated GPU-hours per team from the job rollup, priced
+# at the rate in force at each hour.
+CHARGEBACK_SQL = """
+SELECT t.name, count(*) AS gpu_hours, sum(r.price_per_gpu_hour) AS cost
+FROM usage_jobgpuhour h
+JOIN usage_job j ON j.id = h.job_id
+LEFT JOIN org_project p ON p.id = j.project_id
+LEFT JOIN org_team t ON t.id = p.team_id
+JOIN LATERAL (
+    SELECT price_per_gpu_hour FROM costs_ratecard c
+    WHERE c.gpu_model = j.gpu_model AND c.cluster_id IS NULL AND c.valid_from <= h.hour
+    ORDER BY c.valid_from DESC LIMIT 1
+) r ON true
+WHERE h.hour >= %s AND h.hour < %s
+GROUP BY t.name
+"""
+
+
+def _batches(records: Iterator[Record], size: int) -> list[bytes]:
+    bodies, chunk = [], []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            bodies.append(encode(new_batch("bench", chunk)))
+            chunk = []
+    if chunk:
+        bodies.append(encode(new_batch("bench", chunk)))
+    return bodies
+
+
+def _setup() -> str:
+    from governance.api.services import api_token_create
+    from governance.costs.models import RateCard
+    from governance.org.models import User
+
+    user = User.objects.create_user("bench-admin", role=User.Role.ADMIN)
+    RateCard.objects.create(
+        gpu_model=GPU_MODEL, price_per_gpu_hour=Decimal("2.50"), valid_from=datetime(2020, 1, 1, tzinfo=UTC)
+    )
+    return api_token_create(user=user, name="bench", scope="ingest")[1]
+
+
+def _copy_rate(table: str = "bench_copy") -> float:
+    """Rows per second of a raw binary COPY of every sample row into an empty copy of usage_sample."""
+    cols = ", ".join(writer.STAGE_COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {cols} FROM usage_sample")
+        rows = cursor.fetchall()
+        cursor.execute(f"DROP TABLE IF EXISTS {table}")
+        cursor.execute(f"CREATE TABLE {table} (LIKE usage_sample INCLUDING DEFAULTS)")
+    best = 0.0
+    for _ in range(3):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"TRUNCATE {table}")
+            started = time.perf_counter()
+            with cursor.cursor.copy(f"COPY {table} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(writer.STAGE_TYPES)
+                for row in rows:
+                    copy.write_row(row)
+            best = max(best, len(rows) / (time.perf_counter() - started))
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE {table}")
+    return best
+
+
+def _ingest_rate(token: str, bodies: list[bytes]) -> float:
+    """Samples per second from the first POST to the last batch processed (the task runs right after each POST)."""
+    before = Sample.objects.count()
+    client = Client()
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    eager = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    try:
+        started = time.perf_counter()
+        for body in bodies:
+            response = client.post("/api/v1/ingest/", data=body, content_type="application/json", **auth)
+            if response.status_code != 202:
+                raise RuntimeError(f"ingest answered {response.status_code}: {response.content[:200]!r}")
+        elapsed = time.perf_counter() - started
+    finally:
+        celery_app.conf.task_always_eager = eager
+    if IngestBatch.objects.filter(processed_at__isnull=True).exists():
+        raise RuntimeError("some bench batches were not processed")
+    return (Sample.objects.count() - before) / elapsed
+
+
+def bench_ingest(out: Out) -> None:
+    token = _setup()
+    end = datetime(2026, 10, 20, tzinfo=UTC)
+    sim = SimulatedCluster(cluster="bench", gpus=INGEST_GPUS, start=end - timedelta(hours=INGEST_HOURS), end=end)
+    every = timedelta(seconds=INGEST_INTERVAL_S)
+    # Warm up (connections, first-seen GPUs and jobs, plans) on a day the measured runs do not touch.
+    warm = SimulatedCluster(
+        cluster="bench", gpus=INGEST_GPUS, start=end - timedelta(days=2, hours=1), end=end - timedelta(days=2)
+    )
+    _ingest_rate(token, _batches(warm.history(every), BATCH_RECORDS))
+    call_command("flush", interactive=False, verbosity=0)
+    token = _setup()
+    rate = _ingest_rate(token, _batches(sim.history(every), BATCH_RECORDS))
+    samples = Sample.objects.count()
+    copy = _copy_rate()
+    out("ingest_batch_records", BATCH_RECORDS)
+    out("ingest_samples", samples)
+    out("ingest_samples_per_s", round(rate))
+    out("copy_samples_per_s", round(copy))
+    out("ingest_vs_copy", round(rate / copy, 3))
+    later = SimulatedCluster(
+        cluster="bench-small", gpus=INGEST_GPUS, start=end, end=end + timedelta(hours=INGEST_HOURS)
+    )
+    small = _ingest_rate(token, _batches(later.history(every), SMALL_BATCH_RECORDS))
+    out(f"ingest_samples_per_s_{SMALL_BATCH_RECORDS}_record_batches", round(small))
+    out(f"ingest_vs_copy_{SMALL_BATCH_RECORDS}_record_batches", round(small / copy, 3))
+
+
+def _load(sim: SimulatedCluster, every: timedelta) -> None:
+    from governance.usage.services import usage_records_import
+
+    records = list(sim.history(every))
+    with transaction.atomic():
+        for chunk_no, start in enumerate(range(0, len(records), 20000)):
+            usage_records_import(records=records[start : start + 20000], source_digest=f"bench-{every}", chunk=chunk_no)
+
+
+def _best_ms(fn: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        fn()
+        best = min(best, (time.perf_counter() - started) * 1000)
+    return best
+
+
+def _chargeback(month: Month, now: datetime) -> Callable[[], object]:
+    """Whatever public chargeback selector costs offers; keyword arguments it does not take are left out."""
+    from governance.costs import selectors
+
+    selector = selectors.chargeback_by_team
+    accepted = inspect.signature(selector).parameters
+    kwargs = {k: v for k, v in {"month": month, "now": now}.items() if k in accepted}
+    return lambda: list(selector(**kwargs))
+
+
+def bench_chargeback(out: Out) -> None:
+    month = Month(2026, 9)
+    end = month.start + timedelta(days=CHARGEBACK_DAYS)
+    figures: dict[str, float] = {}
+    for label, every in (("1x", 60), ("10x", 6)):
+        call_command("flush", interactive=False, verbosity=0)
+        _setup()
+        sim = SimulatedCluster(cluster="bench", gpus=CHARGEBACK_GPUS, start=month.start, end=end)
+        eager = celery_app.conf.task_always_eager
+        celery_app.conf.task_always_eager = True
+        try:
+            _load(sim, timedelta(seconds=every))
+        finally:
+            celery_app.conf.task_always_eager = eager
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+        figures[label] = _best_ms(_chargeback(month, now=month.end))
+
+        def by_sql() -> list[tuple]:
+            with connection.cursor() as cursor:
+                cursor.execute(CHARGEBACK_SQL, [month.start, month.end])
+                return cursor.fetchall()
+
+        figures[f"sql_{label}"] = _best_ms(by_sql)
+        out(f"chargeback_samples_{label}", Sample.objects.count())
+    out("chargeback_ms_1x", round(figures["1x"], 2))
+    out("chargeback_ms_10x", round(figures["10x"], 2))
+    out("chargeback_10x_vs_1x", round(figures["10x"] / figures["1x"], 2))
+    out("chargeback_sql_ms_10x", round(figures["sql_10x"], 2))
+    out("chargeback_vs_sql", round(figures["10x"] / figures["sql_10x"], 2))
+
+
+def run(out: Out) -> None:
+    bench_ingest(out)
+    call_command("flush", interactive=False, verbosity=0)
+    bench_chargeback(out)

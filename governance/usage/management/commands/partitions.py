@@ -1,0 +1,26 @@
+from django.core.management.base import BaseCommand
+
+from governance.usage import partitions
+
+
+class Command(BaseCommand):
+    help = "Sample partitions (PostgreSQL): create this month's and the next ones, apply SAMPLE_RETENTION_DAYS."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--ensure", action="store_true", help="create missing monthly partitions (idempotent)")
+        parser.add_argument("--ahead", type=int, default=None, help="months ahead (default SAMPLE_PARTITIONS_AHEAD)")
+        parser.add_argument("--drop-expired", action="store_true", help="drop months older than retention")
+        parser.add_argument("--list", action="store_true", help="print the monthly partitions")
+
+    def handle(self, *args, ensure: bool, ahead: int | None, drop_expired: bool, list: bool, **options):
+        if not partitions.is_partitioned():
+            self.stdout.write("usage_sample is not partitioned on this database (SQLite keeps a plain table)")
+        if ensure:
+            report = partitions.partitions_ensure(ahead=ahead)
+            self.stdout.write(f"created {report.created}; moved {report.moved_rows} rows out of DEFAULT")
+        if drop_expired:
+            report = partitions.partitions_drop_expired()
+            self.stdout.write(f"dropped {report.dropped}; deleted {report.deleted_rows} rows")
+        if list and partitions.is_partitioned():
+            for month in partitions.partitions_list():
+                self.stdout.write(f"{partitions.partition_name(month)}  {month}")

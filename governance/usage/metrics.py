@@ -1,0 +1,133 @@
+"""/metrics in the Prometheus text format, read from the database (and the broker) at scrape time.
+
+Everything here is cheap at any scale: a partial index for the inbox, one row per GPU for the lag,
+the rollup rows of the last hour, LLEN per queue, and the chargeback selector (which reads jobs and
+rollups, never raw samples). An autoscaler adds ingest workers on `gg_celery_queue_depth{queue="ingest"}`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Max, Min, Sum
+from django.http import Http404, HttpRequest, HttpResponse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from governance.fleet.models import Gpu
+from governance.lib.months import Month
+from governance.usage.models import GpuHour, IngestBatch
+
+logger = logging.getLogger(__name__)
+
+QUEUES = ("ingest", "analysis")
+
+
+def queue_depths() -> dict[str, int]:
+    """Messages waiting per Celery queue; empty unless the broker is Redis."""
+    url = settings.CELERY_BROKER_URL
+    if not url.startswith(("redis://", "rediss://")):
+        return {}
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        return {queue: int(client.llen(queue)) for queue in QUEUES}
+    finally:
+        client.close()
+
+
+def team_costs(now) -> list[tuple[str, str, float]]:
+    from governance.costs.selectors import chargeback_by_team
+
+    return [(c.team, c.currency, float(c.cost)) for c in chargeback_by_team(month=Month.of(now), now=now)]
+
+
+class GovernanceCollector:
+    def collect(self) -> Iterator[Metric]:
+        now = timezone.now()
+        unprocessed = IngestBatch.objects.filter(processed_at__isnull=True)
+        backlog = unprocessed.aggregate(n=Sum("record_count"), oldest=Min("received_at"))
+        batches = GaugeMetricFamily("gg_inbox_backlog_batches", "Ingest batches stored but not processed yet.")
+        batches.add_metric([], unprocessed.count())
+        yield batches
+        records = GaugeMetricFamily("gg_inbox_backlog_records", "Records in unprocessed ingest batches.")
+        records.add_metric([], backlog["n"] or 0)
+        yield records
+        age = GaugeMetricFamily("gg_inbox_oldest_age_seconds", "Age of the oldest unprocessed batch (0 if none).")
+        age.add_metric([], (now - backlog["oldest"]).total_seconds() if backlog["oldest"] else 0.0)
+        yield age
+
+        try:
+            depths = queue_depths()
+        except Exception:  # the broker being down is exactly when this page must still answer
+            logger.warning("could not read Celery queue depths", exc_info=True)
+            depths = {}
+        depth = GaugeMetricFamily("gg_celery_queue_depth", "Messages waiting in a Celery queue.", labels=["queue"])
+        for queue, n in depths.items():
+            depth.add_metric([queue], n)
+        yield depth
+
+        newest = Gpu.objects.aggregate(newest=Max("last_seen_at"))["newest"]
+        lag = GaugeMetricFamily("gg_ingest_lag_seconds", "Now minus the newest sample time ingested, any GPU.")
+        if newest is not None:
+            lag.add_metric([], max((now - newest).total_seconds(), 0.0))
+        yield lag
+
+        hour = now.replace(minute=0, second=0, microsecond=0)
+        recent = GpuHour.objects.filter(hour__gte=hour - timedelta(hours=1)).aggregate(n=Sum("samples"))["n"]
+        last_hours = GaugeMetricFamily(
+            "gg_samples_ingested_recent", "Samples folded into the rollups for the previous and current hour."
+        )
+        last_hours.add_metric([], recent or 0)
+        yield last_hours
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT coalesce(sum(n_tup_ins), 0) FROM pg_stat_user_tables"
+                    " WHERE schemaname = current_schema() AND (relname = %s OR relname LIKE %s)",
+                    ["usage_sample", "usage\\_sample\\_y%"],
+                )
+                inserted = cursor.fetchone()[0]
+            total = CounterMetricFamily(
+                "gg_samples_inserted", "Sample rows inserted (PostgreSQL statistics; resets with them)."
+            )
+            total.add_metric([], float(inserted))
+            yield total
+
+        cost = GaugeMetricFamily(
+            "gg_team_cost_month", "Chargeback so far this month, per team.", labels=["team", "currency"]
+        )
+        for team, currency, amount in team_costs(now):
+            cost.add_metric([team, currency], amount)
+        yield cost
+
+
+def _authorized(request: HttpRequest) -> bool:
+    token = settings.METRICS_TOKEN
+    if not token:
+        return False
+    given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Off (404) unless METRICS_TOKEN is set; then only with `Authorization: Bearer <METRICS_TOKEN>`."""
+    if not settings.METRICS_TOKEN:
+        raise Http404("metrics are off: set METRICS_TOKEN")
+    if not _authorized(request):
+        return HttpResponse(
+            "metrics need Authorization: Bearer <METRICS_TOKEN>\n", status=401, content_type="text/plain"
+        )
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(GovernanceCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,69 @@
+"""Many collectors posting at once over loopback: every batch is stored and counted exactly once."""
+
+import json
+import os
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import pytest
+from django.db.models import Sum
+
+from governance.usage.models import GpuHour, IngestBatch, JobGpuHour, Sample
+from tests.factories import at, iso, job_record, sample_record
+
+COLLECTORS, BATCHES, SAMPLES = 20, 10, 30
+
+pytestmark = [
+    pytest.mark.load,
+    pytest.mark.skipif(not os.environ.get("DATABASE_URL"), reason="concurrent writers need PostgreSQL"),
+    pytest.mark.django_db(transaction=True),
+]
+
+
+def post(url: str, token: str, body: bytes) -> int:
+    request = urllib.request.Request(  # noqa: S310 - the live test server on loopback
+        url, data=body, method="POST", headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        return response.status
+
+
+def collector_batches(n: int) -> list[bytes]:
+    """Collector n owns one GPU and one job; its batches cover consecutive, disjoint minutes."""
+    start = at("2026-11-03T00:00:00Z")
+    bodies = []
+    for b in range(BATCHES):
+        records = [
+            sample_record(gpu_uuid=f"GPU-load-{n:02d}", node=f"node-{n:02d}", job_id=f"load-{n}",
+                          ts=iso(start + timedelta(minutes=b * SAMPLES + i)), sm_util=float(i % 100))
+            for i in range(SAMPLES)
+        ]  # fmt: skip
+        if b == 0:
+            records.insert(0, job_record(job_id=f"load-{n}", submit_time=iso(start), start_time=iso(start)))
+        bodies.append(json.dumps({"batch_id": str(uuid.uuid4()), "collector": f"c{n}", "records": records}).encode())
+    return bodies
+
+
+def test_twenty_collectors_posting_at_once_lose_and_double_nothing(live_server, ingest_token):
+    url = f"{live_server.url}/api/v1/ingest/"
+
+    def run(n: int) -> list[int]:
+        bodies = collector_batches(n)
+        statuses = [post(url, ingest_token, body) for body in bodies]
+        statuses.append(post(url, ingest_token, bodies[-1]))  # a retry after a lost reply
+        return statuses
+
+    with ThreadPoolExecutor(max_workers=COLLECTORS) as pool:
+        statuses = [s for result in pool.map(run, range(COLLECTORS)) for s in result]
+
+    assert statuses == [202] * (COLLECTORS * (BATCHES + 1))
+    assert IngestBatch.objects.count() == COLLECTORS * BATCHES
+    assert not IngestBatch.objects.filter(processed_at__isnull=True).exists()
+    assert set(IngestBatch.objects.values_list("attempts", flat=True)) == {1}
+    total = COLLECTORS * BATCHES * SAMPLES
+    assert Sample.objects.count() == total
+    assert sum(GpuHour.objects.values_list("samples", flat=True)) == total
+    per_job = JobGpuHour.objects.order_by().values_list("job__external_id").annotate(n=Sum("samples"))
+    assert dict(per_job) == {f"load-{n}": BATCHES * SAMPLES for n in range(COLLECTORS)}
