@@ -198,3 +198,12 @@ LOGGING = {
 CELERY_BEAT_SCHEDULE = {
     "sweep-ingest-inbox": {"task": "usage.sweep_inbox", "schedule": 60.0},
 }
+
+# --- Costs (chargeback) -------------------------------------------------------------------------
+# Hours after its last report that a GPU still counts as capacity (collectors report every minute or so).
+GOVERNANCE_GPU_GONE_AFTER_HOURS = env_int("GOVERNANCE_GPU_GONE_AFTER_HOURS", 24)
+# Where budget alerts are POSTed (JSON) when a budget names no webhook of its own; empty: no webhook.
+GOVERNANCE_BUDGET_WEBHOOK_URL = env_str("GOVERNANCE_BUDGET_WEBHOOK_URL")
+GOVERNANCE_BILLING_ACCOUNT = env_str("GOVERNANCE_BILLING_ACCOUNT", "gpu-governance")
+GOVERNANCE_PROVIDER_NAME = env_str("GOVERNANCE_PROVIDER_NAME", "On-premises GPU platform")
+CELERY_BEAT_SCHEDULE["check-budgets"] = {"task": "costs.check_budgets", "schedule": 900.0}

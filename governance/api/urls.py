@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -29,4 +29,5 @@ urlpatterns = [
     path("", api_root, name="root"),
     path("ingest/", IngestView.as_view(), name="ingest"),
     path("chargeback/", ChargebackView.as_view(), name="chargeback"),
+    path("", include("governance.costs.api_urls")),
 ]
