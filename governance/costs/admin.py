@@ -88,6 +88,8 @@ class StatementLineAdmin(ReadOnlyAdmin):
 
 
 class BudgetForm(forms.ModelForm):
+    webhook_url = forms.URLField(required=False, assume_scheme="https")
+
     class Meta:
         model = Budget
         fields = ["team", "month", "amount", "currency", "thresholds", "webhook_url"]
