@@ -1,9 +1,12 @@
+import json
+
 from django.core.exceptions import ValidationError
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status
+from rest_framework import renderers, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from governance.api.auth import HasReadScope
@@ -54,10 +57,22 @@ def _csv_response(charges, month: Month) -> StreamingHttpResponse:
     return response
 
 
+class CsvRenderer(renderers.BaseRenderer):
+    """Lets ?format=csv and Accept: text/csv through negotiation; the view streams the CSV itself."""
+
+    media_type = "text/csv"
+    format = "csv"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        # Only errors reach a renderer here (a 400 or 403): they keep the API's JSON error shape.
+        return json.dumps(data, default=str).encode()
+
+
 class ChargebackView(APIView):
     """Cost per team for one month (JSON), or the FOCUS 1.2 CSV with ?format=csv (one row per job per day)."""
 
     permission_classes = [HasReadScope]
+    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, CsvRenderer]
 
     @extend_schema(
         parameters=[

@@ -11,7 +11,9 @@ A100 = "NVIDIA A100-SXM4-80GB"
 
 
 def declare(count: int, model: str = "NVIDIA H100 80GB HBM3", cluster: str = "c1", since: str = "2026-01-01"):
-    return capacity_set(cluster=cluster, gpu_model=model, count=count, valid_from=datetime.fromisoformat(since).replace(tzinfo=UTC))
+    return capacity_set(
+        cluster=cluster, gpu_model=model, count=count, valid_from=datetime.fromisoformat(since).replace(tzinfo=UTC)
+    )
 
 
 def set_rate(model: str, price: str, since: str = "2026-01-01", cluster: str | None = None):
