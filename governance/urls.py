@@ -10,5 +10,6 @@ urlpatterns = [
     path("api/v1/", include("governance.api.urls", namespace="v1")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("costs/", include("governance.costs.urls")),
     path("", include("governance.dashboard.urls")),
 ]

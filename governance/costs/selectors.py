@@ -214,16 +214,18 @@ def team_breakdown(*, month: Month, team_id: int, now: datetime | None = None) -
     return out
 
 
-def team_trend(*, month: Month, team_ids: Iterable[int], months: int = 12, now: datetime | None = None):
-    """Cost per team id for the `months` months up to `month`: [(month, {team_id: cost})]."""
-    allowed = set(team_ids)
+def team_trend(
+    *, month: Month, team_id: int, months: int = 12, now: datetime | None = None
+) -> list[tuple[Month, Decimal, Decimal]]:
+    """A team's cost and idle cost for the `months` months up to `month`, oldest first."""
     series = []
     current = month
     for _ in range(months):
-        costs: dict[int, Decimal] = defaultdict(Decimal)
-        for c in statement_charges(month=current, now=now, team_ids=allowed):
-            costs[c.team_id] += c.cost
-        series.append((current, dict(costs)))
+        cost = idle = ZERO
+        for c in statement_charges(month=current, now=now, team_ids=[team_id]):
+            cost += c.cost
+            idle += c.idle_cost
+        series.append((current, cost, idle))
         current = current.previous()
     return list(reversed(series))
 

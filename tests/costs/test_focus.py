@@ -69,7 +69,7 @@ def test_the_csv_has_the_focus_columns_and_allowed_values(usage):
         for column in ("BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd"):
             assert UTC_TIME.match(row[column]), (column, row[column])
         assert row["PricingUnit"] == row["ConsumedUnit"] == "GPU-Hours"
-        Decimal(row["BilledCost"]), Decimal(row["PricingQuantity"])  # noqa: B018 (parses as a number)
+        Decimal(row["BilledCost"]), Decimal(row["PricingQuantity"])
     adjustment = next(r for r in rows if r["ResourceName"] == "late")
     assert adjustment["ChargeCategory"] == "Adjustment" and Decimal(adjustment["BilledCost"]) == Decimal(2)
     assert adjustment["x_CorrectsMonth"] == "2026-11"

@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 from governance.costs.selectors import UNALLOCATED, chargeback_by_team, reconcile, team_breakdown
 from governance.lib.months import Month
 from tests.costs.conftest import A100, by_team, cents, declare, set_rate, share_policy
-from tests.factories import H100, ingest, job_record, series, at
+from tests.factories import H100, at, ingest, job_record, series
 
 pytestmark = pytest.mark.django_db
 
