@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
+from functools import lru_cache
 
 from django.conf import settings
 
@@ -38,7 +39,6 @@ CHARGE_CATEGORIES = {"Usage", "Purchase", "Tax", "Credit", "Adjustment"}
 SERVICE_CATEGORY = "Compute"
 UNIT = "GPU-Hours"
 ROWS_PER_CHUNK = 256
-SIX = Decimal("0.000001")
 
 
 class _Echo:
@@ -46,12 +46,18 @@ class _Echo:
         return value
 
 
+@lru_cache(maxsize=4096)
 def focus_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _amount(value: Decimal) -> str:
-    return str(value.quantize(SIX))
+    return f"{value:.6f}"
+
+
+@lru_cache(maxsize=4096)
+def _tags(cluster: str, project: str, user: str) -> str:
+    return json.dumps({"cluster": cluster, "project": project, "user": user}, sort_keys=True)
 
 
 def _description(c: Charge) -> str:
@@ -73,7 +79,7 @@ def focus_row(c: Charge, month: Month, account: tuple[str, str], provider: str) 
     resource = (
         f"{c.cluster}/{c.job_ref}" if c.job_ref else (f"{c.cluster}/unallocated/{c.gpu_model}" if c.gpu_model else "")
     )
-    tags = json.dumps({"cluster": c.cluster, "project": c.project, "user": c.user}, sort_keys=True)
+    tags = _tags(c.cluster, c.project, c.user)
     hours = _amount(c.gpu_hours)
     return [
         cost, account[0], account[1], c.currency, focus_time(month.start), focus_time(month.end),

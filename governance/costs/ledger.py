@@ -35,7 +35,7 @@ class MixedCurrencies(ValueError):
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Charge:
     """One line of a statement: a job's day, a cluster's unallocated capacity, a team's share of it, or a correction."""
 
@@ -147,6 +147,7 @@ def _days(start: datetime, end: datetime) -> Iterator[tuple[datetime, datetime, 
 def job_day_charges(*, month: Month, now: datetime, book: RateBook, currency: str) -> Iterator[Charge]:
     """Allocated GPU-hours x the rate in force, per job and day; used and idle shares from the hourly rollups."""
     migs = _mig_profiles(month)
+    first, last = month.start, min(month.end, max(now, month.start))
     rollups = iter(_day_rollups(month).iterator(chunk_size=5000))
     pending = next(rollups, None)
     for job in _jobs(month, now).iterator(chunk_size=2000):
@@ -156,15 +157,15 @@ def job_day_charges(*, month: Month, now: datetime, book: RateBook, currency: st
             if pending[0] == pk:
                 days[pending[1]] = pending
             pending = next(rollups, None)
-        start, end = max(started, month.start), min(ended or now, month.end, max(now, month.start))
+        start, end = max(started, first), min(ended or now, last)
         if end <= start:
             continue
         profile = migs.get(pk, "")
         fraction = mig_fraction(model, profile)
         pricing = book.pricing(cluster, model)
         for day, lo, hi in _days(start, end):
-            hours = scale(gpu_hours(lo, hi, gpus), fraction)
-            cost = scale(price_interval(lo, hi, gpus, pricing.rates).cost, fraction)
+            priced = price_interval(lo, hi, gpus, pricing.rates)
+            hours, cost = scale(priced.gpu_hours, fraction), scale(priced.cost, fraction)
             agg = days.get(day)
             used = _share(agg[4], agg[2]) / 100 if agg else ZERO
             idle = _share(agg[3], agg[2]) if agg else ZERO

@@ -10,8 +10,6 @@ from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
 
-from governance.lib.money import SECONDS_PER_HOUR
-
 
 @dataclass(frozen=True)
 class Rate:
@@ -26,11 +24,15 @@ class Priced:
     cost: Decimal
 
 
+MICROSECONDS_PER_HOUR = 3_600_000_000
+
+
 def gpu_hours(start: datetime, end: datetime, gpus: int) -> Decimal:
     if end <= start or gpus <= 0:
         return Decimal(0)
-    seconds = Decimal(int((end - start).total_seconds() * 1_000_000)) / 1_000_000
-    return seconds * gpus / SECONDS_PER_HOUR
+    held = end - start
+    microseconds = (held.days * 86_400 + held.seconds) * 1_000_000 + held.microseconds
+    return Decimal(microseconds * gpus) / MICROSECONDS_PER_HOUR
 
 
 def price_interval(start: datetime, end: datetime, gpus: int, rates: Sequence[Rate]) -> Priced:
@@ -40,6 +42,9 @@ def price_interval(start: datetime, end: datetime, gpus: int, rates: Sequence[Ra
     """
     if end <= start or gpus <= 0 or not rates:
         return Priced(gpu_hours(start, end, gpus), Decimal(0))
+    if len(rates) == 1 or start >= rates[-1].valid_from:
+        hours = gpu_hours(start, end, gpus)
+        return Priced(hours, hours * rates[-1].price_per_gpu_hour)
     starts = [r.valid_from for r in rates]
     i = max(bisect_right(starts, start) - 1, 0)
     cost = Decimal(0)
@@ -70,7 +75,7 @@ def mig_fraction(gpu_model: str, mig_profile: str) -> Fraction:
 
 
 def scale(amount: Decimal, fraction: Fraction) -> Decimal:
-    if fraction == 1:
+    if fraction.denominator == 1 and fraction.numerator == 1:
         return amount
     return amount * fraction.numerator / fraction.denominator
 

@@ -143,3 +143,26 @@ def test_reconcile_names_the_gap_when_allocation_exceeds_capacity(cast, cluster,
 
     # 2 GPUs x 20 h held against 1 GPU x 24 h of capacity
     assert f"c1: {H100} allocated 40.00 GPU-hours but capacity is 24.00 (gap 16.00 GPU-hours)" in str(failure.value)
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_the_number_of_queries_does_not_grow_with_jobs_or_samples(cast, cluster):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    set_rate(H100, "1.00")
+    declare(64)
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            chargeback_by_team(month=NOV)
+        return len(captured)
+
+    ingest([job(job_id="0", start_time="2026-11-02T00:00:00Z", end_time="2026-11-02T05:00:00Z"),
+            *series(start=at("2026-11-02T00:00:00Z"), minutes=60, job_id="0")])  # fmt: skip
+    few = queries()
+    ingest([job(job_id=str(i), start_time="2026-11-02T00:00:00Z", end_time="2026-11-04T05:00:00Z")
+            for i in range(1, 40)] + series(start=at("2026-11-02T00:00:00Z"), minutes=600, job_id="0",
+                                            gpu_uuid="GPU-x"))  # fmt: skip
+
+    assert queries() == few

@@ -92,7 +92,7 @@ def cost_trend(points: Sequence[tuple[str, Decimal, Decimal]], currency: str) ->
                 "marker": {"color": PALETTE[5]},
                 "hovertemplate": f"%{{x}} idle: %{{y:,.2f}} {currency}<extra></extra>",
             },
-        ],  # fmt: skip
+        ],
         "layout": _layout(
             "Cost over 12 months",
             xaxis={"title": {"text": "Month"}, "type": "category"},
