@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import urllib.request
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
@@ -17,7 +18,7 @@ from django.utils import timezone
 
 from governance.costs.currency import validate_currency
 from governance.costs.models import Budget, BudgetAlert, DeclaredCapacity, MonthClose, RateCard, StatementLine
-from governance.costs.selectors import open_month_charges, team_breakdown
+from governance.costs.selectors import open_month_charges, statement_charges
 from governance.fleet.models import Cluster
 from governance.lib.money import to_cents
 from governance.lib.months import Month
@@ -176,8 +177,14 @@ def budget_alerts_check(*, month: Month | None = None, now: datetime | None = No
     now = now or timezone.now()
     month = month or Month.of(now)
     sent = []
-    for budget in Budget.objects.filter(month=month.start.date()).select_related("team"):
-        spent = to_cents(team_breakdown(month=month, team_id=budget.team_id, now=now).cost)
+    budgets = list(Budget.objects.filter(month=month.start.date()).select_related("team"))
+    if not budgets:
+        return sent
+    spent_by_team: dict[int | None, Decimal] = defaultdict(Decimal)
+    for charge in statement_charges(month=month, now=now, team_ids=[b.team_id for b in budgets]):
+        spent_by_team[charge.team_id] += charge.cost
+    for budget in budgets:
+        spent = to_cents(spent_by_team[budget.team_id])
         for threshold in sorted(budget.thresholds or DEFAULT_THRESHOLDS):
             if spent * 100 < budget.amount * threshold:
                 continue
