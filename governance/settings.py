@@ -255,3 +255,12 @@ CELERY_BEAT_SCHEDULE["maintain-sample-partitions"] = {"task": "usage.maintain_pa
 CELERY_TASK_ROUTES["usage.maintain_partitions"] = {"queue": "analysis"}
 # /metrics answers only with `Authorization: Bearer <METRICS_TOKEN>`; unset, it answers 404.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
+
+# --- Costs (chargeback) -------------------------------------------------------------------------
+# Hours after its last report that a GPU still counts as capacity (collectors report every minute or so).
+GOVERNANCE_GPU_GONE_AFTER_HOURS = env_int("GOVERNANCE_GPU_GONE_AFTER_HOURS", 24)
+# Where budget alerts are POSTed (JSON) when a budget names no webhook of its own; empty: no webhook.
+GOVERNANCE_BUDGET_WEBHOOK_URL = env_str("GOVERNANCE_BUDGET_WEBHOOK_URL")
+GOVERNANCE_BILLING_ACCOUNT = env_str("GOVERNANCE_BILLING_ACCOUNT", "gpu-governance")
+GOVERNANCE_PROVIDER_NAME = env_str("GOVERNANCE_PROVIDER_NAME", "On-premises GPU platform")
+CELERY_BEAT_SCHEDULE["check-budgets"] = {"task": "costs.check_budgets", "schedule": 900.0}

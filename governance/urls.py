@@ -13,6 +13,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("metrics", metrics_view, name="metrics"),
+    path("costs/", include("governance.costs.urls")),
     path("", include("governance.dashboard.urls")),
     path("", include("governance.efficiency.urls")),
 ]

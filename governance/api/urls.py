@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -32,4 +32,5 @@ urlpatterns = [
     path("chargeback/", ChargebackView.as_view(), name="chargeback"),
     path("findings/", FindingListView.as_view(), name="findings"),
     path("findings/<int:pk>/state/", FindingStateView.as_view(), name="finding-state"),
+    path("", include("governance.costs.api_urls")),
 ]

@@ -1,19 +1,32 @@
+import json
+
+from django.core.exceptions import ValidationError
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers
+from rest_framework import renderers, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from governance.api.auth import HasReadScope
-from governance.costs.csv import team_month_csv
-from governance.costs.selectors import chargeback_by_team
+from governance.api.errors import error_response
+from governance.costs.focus import focus_csv
+from governance.costs.models import Budget, DeclaredCapacity, RateCard
+from governance.costs.selectors import chargeback_by_team, month_closed, statement_charges
+from governance.costs.services import MonthClosed, budget_set, capacity_set, rate_card_set, statement_close
 from governance.lib.money import to_cents
 from governance.lib.months import Month
+from governance.org.models import Team
+from governance.org.selectors import teams_led, teams_visible
+
+NOT_ALLOWED = "Only {who} may do this."
+DETAIL_NOT_ALLOWED = "The CSV has one row per job: it is for team leads, finance and admins."
 
 
 class MonthQuery(serializers.Serializer):
     month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", error_messages={"invalid": "Use YYYY-MM."})
+    team = serializers.SlugField(required=False)
 
 
 class TeamChargeSerializer(serializers.Serializer):
@@ -22,33 +35,215 @@ class TeamChargeSerializer(serializers.Serializer):
     gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=4)
     cost = serializers.DecimalField(max_digits=20, decimal_places=2)
     currency = serializers.CharField()
+    closed = serializers.BooleanField()
+
+
+def _month(text: str) -> Month | None:
+    try:
+        return Month.parse(text)
+    except ValueError:
+        return None
+
+
+def _validation_error(exc: ValidationError) -> Response:
+    code = status.HTTP_409_CONFLICT if isinstance(exc, MonthClosed) or exc.code == "month_closed" else 400
+    name = "month_closed" if code == status.HTTP_409_CONFLICT else "invalid"
+    return error_response(code, name, "; ".join(exc.messages))
+
+
+def _csv_response(charges, month: Month) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(focus_csv(charges, month=month), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="chargeback-{month}.csv"'
+    return response
+
+
+class CsvRenderer(renderers.BaseRenderer):
+    """Lets ?format=csv and Accept: text/csv through negotiation; the view streams the CSV itself."""
+
+    media_type = "text/csv"
+    format = "csv"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        # Only errors reach a renderer here (a 400 or 403): they keep the API's JSON error shape.
+        return json.dumps(data, default=str).encode()
 
 
 class ChargebackView(APIView):
-    """Cost per team for one month: allocated GPU-hours x the rate in force. JSON, or CSV with ?format=csv."""
+    """Cost per team for one month (JSON), or the FOCUS 1.2 CSV with ?format=csv (one row per job per day)."""
 
     permission_classes = [HasReadScope]
+    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, CsvRenderer]
 
     @extend_schema(
-        parameters=[OpenApiParameter("month", str, required=True, description="YYYY-MM")],
+        parameters=[
+            OpenApiParameter("month", str, required=True, description="YYYY-MM"),
+            OpenApiParameter("team", str, required=False, description="team slug"),
+        ],
         responses=TeamChargeSerializer(many=True),
     )
     def get(self, request: Request, format: str | None = None):
         query = MonthQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
-        charges = chargeback_by_team(month=Month.parse(query.validated_data["month"]))
+        month = Month.parse(query.validated_data["month"])
+        slug = query.validated_data.get("team")
         if request.query_params.get("format") == "csv" or "text/csv" in request.headers.get("Accept", ""):
-            response = StreamingHttpResponse(team_month_csv(charges), content_type="text/csv")
-            response["Content-Disposition"] = f'attachment; filename="chargeback-{query.validated_data["month"]}.csv"'
-            return response
+            led = teams_led(user=request.user)
+            if slug:
+                led = led.filter(slug=slug)
+            if not request.user.sees_all_costs and not led.exists():
+                return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", DETAIL_NOT_ALLOWED)
+            team_ids = None if request.user.sees_all_costs and not slug else list(led.values_list("pk", flat=True))
+            return _csv_response(statement_charges(month=month, team_ids=team_ids), month)
+        visible = set(teams_visible(user=request.user).values_list("name", flat=True))
+        if slug:
+            visible &= set(Team.objects.filter(slug=slug).values_list("name", flat=True))
+        closed = month_closed(month) is not None
         rows = [
-            {
-                "month": str(c.month),
-                "team": c.team,
-                "gpu_hours": c.gpu_hours,
-                "cost": to_cents(c.cost),
-                "currency": c.currency,
-            }
-            for c in charges
-        ]
+            {"month": str(c.month), "team": c.team, "gpu_hours": c.gpu_hours, "cost": to_cents(c.cost),
+             "currency": c.currency, "closed": closed}
+            for c in chargeback_by_team(month=month)
+            if c.team in visible or (request.user.sees_all_costs and not slug)
+        ]  # fmt: skip
         return Response(TeamChargeSerializer(rows, many=True).data)
+
+
+class MonthCloseView(APIView):
+    """Close a month (finance, admin): its statement is frozen; 409 if it is closed already."""
+
+    permission_classes = [HasReadScope]
+
+    @extend_schema(request=None, responses={201: dict})
+    def post(self, request: Request, month: str):
+        if not request.user.sees_all_costs:
+            return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", NOT_ALLOWED.format(who="finance"))
+        parsed = _month(month)
+        if parsed is None:
+            return error_response(status.HTTP_400_BAD_REQUEST, "invalid", f"month: {month!r} is not YYYY-MM.")
+        try:
+            close = statement_close(month=parsed, user=request.user)
+        except ValidationError as exc:
+            return _validation_error(exc)
+        body = {"month": str(parsed), "closed_at": close.closed_at, "lines": close.lines.count()}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class RateCardSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name", allow_null=True, required=False, default=None)
+
+    class Meta:
+        model = RateCard
+        fields = ["id", "gpu_model", "cluster", "price_per_gpu_hour", "currency", "energy_price_per_kwh", "valid_from"]
+        read_only_fields = ["id"]
+        validators = []  # the service validates (closed months, one currency) and upserts
+
+
+class AdminWrites(APIView):
+    permission_classes = [HasReadScope]
+
+    def refuse(self, request: Request) -> Response | None:
+        if not request.user.is_platform_admin:
+            return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", NOT_ALLOWED.format(who="admins"))
+        return None
+
+
+class RateCardListView(AdminWrites):
+    """Rate cards (effective-dated). POST adds one; a start inside a closed month is refused with 409."""
+
+    @extend_schema(responses=RateCardSerializer(many=True))
+    def get(self, request: Request):
+        cards = RateCard.objects.select_related("cluster").order_by("gpu_model", "valid_from")
+        return Response(RateCardSerializer(cards, many=True).data)
+
+    @extend_schema(request=RateCardSerializer, responses={201: RateCardSerializer})
+    def post(self, request: Request):
+        if refused := self.refuse(request):
+            return refused
+        data = RateCardSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        try:
+            card = rate_card_set(
+                gpu_model=v["gpu_model"], price=v["price_per_gpu_hour"], currency=v.get("currency", "USD"),
+                valid_from=v["valid_from"], cluster=(v.get("cluster") or {}).get("name"),
+                energy_price_per_kwh=v.get("energy_price_per_kwh"),
+            )  # fmt: skip
+        except ValidationError as exc:
+            return _validation_error(exc)
+        return Response(RateCardSerializer(card).data, status=status.HTTP_201_CREATED)
+
+
+class CapacitySerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name")
+
+    class Meta:
+        model = DeclaredCapacity
+        fields = ["id", "cluster", "gpu_model", "count", "valid_from"]
+        read_only_fields = ["id"]
+        validators = []
+
+
+class CapacityListView(AdminWrites):
+    """Declared capacity per cluster and GPU model (for clusters no collector reports)."""
+
+    @extend_schema(responses=CapacitySerializer(many=True))
+    def get(self, request: Request):
+        rows = DeclaredCapacity.objects.select_related("cluster").order_by("cluster__name", "gpu_model", "valid_from")
+        return Response(CapacitySerializer(rows, many=True).data)
+
+    @extend_schema(request=CapacitySerializer, responses={201: CapacitySerializer})
+    def post(self, request: Request):
+        if refused := self.refuse(request):
+            return refused
+        data = CapacitySerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        try:
+            row = capacity_set(
+                cluster=v["cluster"]["name"], gpu_model=v["gpu_model"], count=v["count"], valid_from=v["valid_from"]
+            )
+        except ValidationError as exc:
+            return _validation_error(exc)
+        return Response(CapacitySerializer(row).data, status=status.HTTP_201_CREATED)
+
+
+class BudgetSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.all())
+    month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$")
+
+    class Meta:
+        model = Budget
+        fields = ["id", "team", "month", "amount", "currency", "thresholds", "webhook_url"]
+        read_only_fields = ["id"]
+        validators = []
+
+    def to_representation(self, instance: Budget) -> dict:
+        data = super().to_representation(instance)
+        data["month"] = f"{instance.month:%Y-%m}"
+        return data
+
+
+class BudgetListView(APIView):
+    """Budgets of the teams the user leads (finance and admins: all); a closed month's budget is refused (409)."""
+
+    permission_classes = [HasReadScope]
+
+    @extend_schema(responses=BudgetSerializer(many=True))
+    def get(self, request: Request):
+        rows = Budget.objects.filter(team__in=teams_led(user=request.user)).select_related("team")
+        return Response(BudgetSerializer(rows, many=True).data)
+
+    @extend_schema(request=BudgetSerializer, responses={201: BudgetSerializer})
+    def post(self, request: Request):
+        data = BudgetSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        if not teams_led(user=request.user).filter(pk=v["team"].pk).exists():
+            return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", NOT_ALLOWED.format(who="its lead"))
+        try:
+            budget = budget_set(
+                team=v["team"], month=Month.parse(v["month"]), amount=v["amount"], currency=v.get("currency", "USD"),
+                thresholds=v.get("thresholds") or None, webhook_url=v.get("webhook_url", ""),
+            )  # fmt: skip
+        except ValidationError as exc:
+            return _validation_error(exc)
+        return Response(BudgetSerializer(budget).data, status=status.HTTP_201_CREATED)

@@ -1,24 +1,39 @@
 from decimal import Decimal
 
-from django.core.validators import MinValueValidator, RegexValidator
+from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 
+from governance.costs.currency import validate_currency
 from governance.fleet.models import Cluster
+from governance.org.models import Team
 
-currency_code = RegexValidator(r"^[A-Z]{3}$", "Use a three-letter ISO 4217 code, such as USD.")
+# A rate card for this model name is the default rate: it prices jobs whose GPU model has no card of its own.
+DEFAULT_MODEL = "*"
+MONEY = {"max_digits": 24, "decimal_places": 10}
+HOURS = {"max_digits": 20, "decimal_places": 6}
 
 
 class RateCard(models.Model):
-    """The price of one GPU-hour of a GPU model from `valid_from` until the next card for that model."""
+    """The price of one GPU-hour of a GPU model from `valid_from` until the next card for that model.
 
-    gpu_model = models.CharField(max_length=200, help_text="As NVML names it, e.g. 'NVIDIA H100 80GB HBM3'.")
+    gpu_model '*' is the default rate (of one cluster, or of every cluster) for models without a card.
+    """
+
+    gpu_model = models.CharField(
+        max_length=200, help_text="As NVML names it, e.g. 'NVIDIA H100 80GB HBM3'; '*' for the default rate."
+    )
     cluster = models.ForeignKey(
         Cluster, on_delete=models.CASCADE, null=True, blank=True, help_text="Empty: the rate for every cluster."
     )
     price_per_gpu_hour = models.DecimalField(
         max_digits=12, decimal_places=6, validators=[MinValueValidator(Decimal(0))]
     )
-    currency = models.CharField(max_length=3, default="USD", validators=[currency_code])
+    currency = models.CharField(max_length=3, default="USD", validators=[validate_currency])
+    energy_price_per_kwh = models.DecimalField(
+        max_digits=10, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(Decimal(0))],
+        help_text="Optional: energy is shown beside the cost (x_EnergyCost), never added to it.",
+    )  # fmt: skip
     valid_from = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -31,3 +46,114 @@ class RateCard(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu_model}: {self.price_per_gpu_hour} {self.currency}/GPU-h from {self.valid_from:%Y-%m-%d}"
+
+
+class DeclaredCapacity(models.Model):
+    """How many GPUs of a model a cluster holds from `valid_from` on, for clusters known only from schedulers."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="declared_capacity")
+    gpu_model = models.CharField(max_length=200)
+    count = models.PositiveIntegerField(help_text="Full GPUs; 0 retires the model from the cluster.")
+    valid_from = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster", "gpu_model", "-valid_from"]
+        verbose_name_plural = "declared capacity"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "gpu_model", "valid_from"], name="capacity_unique_from"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.count} x {self.gpu_model} from {self.valid_from:%Y-%m-%d}"
+
+
+class MonthClose(models.Model):
+    """A month finance has closed: its statement lines are frozen and never change again."""
+
+    month = models.DateField(unique=True, help_text="The first day of the month.")
+    closed_at = models.DateTimeField(auto_now_add=True)
+    closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True)
+
+    class Meta:
+        ordering = ["-month"]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} closed"
+
+
+class StatementLine(models.Model):
+    """One frozen line of a closed month: a job's day, a cluster's unallocated capacity, a share, or an adjustment.
+
+    Names are copied, not joined, so that renaming a team or project later leaves the bill as it was.
+    """
+
+    class Kind(models.TextChoices):
+        USAGE = "usage", "Usage"
+        UNALLOCATED = "unallocated", "Unallocated capacity"
+        SHARED = "shared", "Share of unallocated capacity"
+        ADJUSTMENT = "adjustment", "Adjustment"
+
+    close = models.ForeignKey(MonthClose, on_delete=models.PROTECT, related_name="lines")
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    period_start = models.DateTimeField()
+    period_end = models.DateTimeField()
+    corrects = models.DateField(null=True, blank=True, help_text="Adjustments: the closed month they correct.")
+    cluster_name = models.CharField(max_length=200)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, null=True, blank=True)
+    team_name = models.CharField(max_length=200, blank=True)
+    project_name = models.CharField(max_length=200, blank=True)
+    job_ref = models.CharField(max_length=200, blank=True, help_text="The scheduler's job id.")
+    user_name = models.CharField(max_length=200, blank=True)
+    gpu_model = models.CharField(max_length=200, blank=True)
+    mig_profile = models.CharField(max_length=32, blank=True)
+    gpu_hours = models.DecimalField(**HOURS)
+    used_gpu_hours = models.DecimalField(**HOURS)
+    idle_gpu_hours = models.DecimalField(**HOURS)
+    cost = models.DecimalField(**MONEY)
+    idle_cost = models.DecimalField(**MONEY)
+    energy_kwh = models.DecimalField(**HOURS)
+    energy_cost = models.DecimalField(**MONEY)
+    currency = models.CharField(max_length=3)
+    at_default_rate = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["close", "period_start", "id"]
+        indexes = [models.Index(fields=["close", "team"], name="statementline_close_team_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.team_name or self.cluster_name} {self.period_start:%Y-%m-%d}: {self.cost}"
+
+
+class Budget(models.Model):
+    """What a team may spend in one month, and the percentages at which its lead is told."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budgets")
+    month = models.DateField(help_text="The first day of the month.")
+    amount = models.DecimalField(max_digits=16, decimal_places=2, validators=[MinValueValidator(Decimal("0.01"))])
+    currency = models.CharField(max_length=3, default="USD", validators=[validate_currency])
+    thresholds = models.JSONField(default=list, blank=True, help_text="Percentages; empty: 50, 80, 100.")
+    webhook_url = models.URLField(blank=True, help_text="Empty: the GOVERNANCE_BUDGET_WEBHOOK_URL setting.")
+
+    class Meta:
+        ordering = ["-month", "team"]
+        constraints = [models.UniqueConstraint(fields=["team", "month"], name="budget_unique_team_month")]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.month:%Y-%m}: {self.amount} {self.currency}"
+
+
+class BudgetAlert(models.Model):
+    """A threshold of a budget that was crossed and announced: at most one per threshold and month."""
+
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="alerts")
+    threshold = models.PositiveSmallIntegerField()
+    spent = models.DecimalField(max_digits=16, decimal_places=2)
+    sent_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-sent_at"]
+        constraints = [models.UniqueConstraint(fields=["budget", "threshold"], name="budgetalert_once_per_threshold")]
+
+    def __str__(self) -> str:
+        return f"{self.budget}: {self.threshold}% crossed"

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-
-from governance.lib.money import SECONDS_PER_HOUR
+from fractions import Fraction
 
 
 @dataclass(frozen=True)
@@ -24,11 +24,15 @@ class Priced:
     cost: Decimal
 
 
+MICROSECONDS_PER_HOUR = 3_600_000_000
+
+
 def gpu_hours(start: datetime, end: datetime, gpus: int) -> Decimal:
     if end <= start or gpus <= 0:
         return Decimal(0)
-    seconds = Decimal(int((end - start).total_seconds() * 1_000_000)) / 1_000_000
-    return seconds * gpus / SECONDS_PER_HOUR
+    held = end - start
+    microseconds = (held.days * 86_400 + held.seconds) * 1_000_000 + held.microseconds
+    return Decimal(microseconds * gpus) / MICROSECONDS_PER_HOUR
 
 
 def price_interval(start: datetime, end: datetime, gpus: int, rates: Sequence[Rate]) -> Priced:
@@ -38,6 +42,9 @@ def price_interval(start: datetime, end: datetime, gpus: int, rates: Sequence[Ra
     """
     if end <= start or gpus <= 0 or not rates:
         return Priced(gpu_hours(start, end, gpus), Decimal(0))
+    if len(rates) == 1 or start >= rates[-1].valid_from:
+        hours = gpu_hours(start, end, gpus)
+        return Priced(hours, hours * rates[-1].price_per_gpu_hour)
     starts = [r.valid_from for r in rates]
     i = max(bisect_right(starts, start) - 1, 0)
     cost = Decimal(0)
@@ -48,3 +55,72 @@ def price_interval(start: datetime, end: datetime, gpus: int, rates: Sequence[Ra
         cursor = upto
         i += 1
     return Priced(gpu_hours(start, end, gpus), cost)
+
+
+# Compute slices of a full GPU under MIG: A30 splits in 4, A100/H100/H200/B200 in 7.
+MIG_SLICES_DEFAULT = 7
+MIG_SLICES = {"A30": 4}
+_MIG_PROFILE = re.compile(r"^(?P<slices>\d+)g\.")
+
+
+def mig_fraction(gpu_model: str, mig_profile: str) -> Fraction:
+    """The share of a full GPU that a MIG profile holds: '1g.10gb' of 7 = 1/7; no profile = the whole GPU."""
+    if not mig_profile:
+        return Fraction(1)
+    match = _MIG_PROFILE.match(mig_profile)
+    if not match:
+        raise ValueError(f"MIG profile {mig_profile!r} does not start with '<n>g.'")
+    total = next((n for key, n in MIG_SLICES.items() if key in gpu_model), MIG_SLICES_DEFAULT)
+    return Fraction(min(int(match["slices"]), total), total)
+
+
+def scale(amount: Decimal, fraction: Fraction) -> Decimal:
+    if fraction.denominator == 1 and fraction.numerator == 1:
+        return amount
+    return amount * fraction.numerator / fraction.denominator
+
+
+@dataclass(frozen=True)
+class Card:
+    """A rate card as plain data: cluster None means every cluster; gpu_model '*' is the default rate."""
+
+    gpu_model: str
+    cluster: str | None
+    rate: Rate
+    energy_price_per_kwh: Decimal | None = None
+
+
+@dataclass(frozen=True)
+class Pricing:
+    rates: tuple[Rate, ...]
+    at_default: bool
+    energy_price_per_kwh: Decimal | None
+
+
+class RateBook:
+    """Finds the rates that price a GPU model on a cluster: its own cards, else the cluster's default, else none."""
+
+    def __init__(self, cards: Sequence[Card], default_model: str = "*") -> None:
+        self._cards: dict[tuple[str, str | None], list[Card]] = {}
+        for card in sorted(cards, key=lambda c: c.rate.valid_from):
+            self._cards.setdefault((card.gpu_model, card.cluster), []).append(card)
+        self._default = default_model
+        self._memo: dict[tuple[str, str], Pricing] = {}
+
+    def pricing(self, cluster: str, gpu_model: str) -> Pricing:
+        key = (cluster, gpu_model)
+        if key not in self._memo:
+            self._memo[key] = self._find(cluster, gpu_model)
+        return self._memo[key]
+
+    def _find(self, cluster: str, gpu_model: str) -> Pricing:
+        for model, at_default in ((gpu_model, False), (self._default, True)):
+            for where in (cluster, None):
+                cards = self._cards.get((model, where))
+                if cards:
+                    energy = cards[-1].energy_price_per_kwh
+                    return Pricing(tuple(c.rate for c in cards), at_default, energy)
+        return Pricing((), True, None)
+
+    def currencies(self) -> set[str]:
+        return {c.rate.currency for cards in self._cards.values() for c in cards}

@@ -24,10 +24,8 @@ class NavItem:
 NAV: list[NavItem] = [
     NavItem("Overview", "dashboard:overview"),
     NavItem("Cluster", "dashboard:heatmap"),
-    NavItem("Team month", "costs:team-month"),
+    NavItem("Chargeback", "costs:month"),
     NavItem("Findings", "efficiency:findings"),
-    NavItem("Clusters", "efficiency:clusters"),
-    NavItem("Finance", "costs:finance-month", lambda user: user.sees_all_costs),
     NavItem("API", "v1:root"),
     NavItem("Admin", "admin:index", lambda user: user.is_staff),
 ]

@@ -14,7 +14,8 @@ from decimal import Decimal
 from django.db.models import Count, F, FloatField, Q, QuerySet, Sum
 from django.db.models.functions import Cast, TruncDay, TruncHour
 
-from governance.costs.selectors import UNATTRIBUTED, TeamCharge, chargeback_months, rates_by_model
+from governance.costs.ledger import rate_book
+from governance.costs.selectors import UNATTRIBUTED, TeamCharge, chargeback_months
 from governance.lib.months import Month
 from governance.org.models import Team, User
 from governance.org.selectors import job_visibility_filter, teams_visible
@@ -167,11 +168,11 @@ def jobs_top_waste(
         .order_by("-idle", "job_id")[:limit]
     )
     jobs = Job.objects.select_related("cluster", "project__team").in_bulk([r["job_id"] for r in ranked])
-    rates = rates_by_model()
+    book = rate_book()
     out = []
     for r in ranked:
         job = jobs[r["job_id"]]
-        rate = _rate_at(rates.get(job.gpu_model, []), start)
+        rate = _rate_at(list(book.pricing(job.cluster.name, job.gpu_model).rates), start)
         idle = Decimal(str(round(r["idle"], 6)))
         out.append(
             JobWaste(

@@ -35,3 +35,30 @@ def test_no_rate_prices_nothing_but_still_counts_hours():
 
 def test_an_empty_interval_costs_nothing():
     assert price_interval(at("2026-11-02T00:00:00Z"), at("2026-11-01T00:00:00Z"), 4, RATES).cost == 0
+
+
+def test_a_mig_profile_is_priced_by_its_share_of_the_compute_slices():
+    from fractions import Fraction
+
+    from governance.costs.pricing import mig_fraction
+
+    assert mig_fraction("NVIDIA A100-SXM4-80GB", "1g.10gb") == Fraction(1, 7)
+    assert mig_fraction("NVIDIA H100 80GB HBM3", "3g.40gb") == Fraction(3, 7)
+    assert mig_fraction("NVIDIA A30", "2g.12gb") == Fraction(1, 2)
+    assert mig_fraction("NVIDIA H100 80GB HBM3", "") == 1
+
+
+def test_the_rate_book_falls_back_to_the_cluster_default_then_the_global_default():
+    from governance.costs.pricing import Card, RateBook
+
+    book = RateBook([
+        Card("H100", None, Rate(at("2026-01-01T00:00:00Z"), Decimal("2.00"), "USD")),
+        Card("*", "c1", Rate(at("2026-01-01T00:00:00Z"), Decimal("1.10"), "USD")),
+        Card("*", None, Rate(at("2026-01-01T00:00:00Z"), Decimal("0.90"), "USD")),
+    ])  # fmt: skip
+
+    assert (book.pricing("c1", "H100").rates[0].price_per_gpu_hour, book.pricing("c1", "H100").at_default) == (
+        Decimal("2.00"), False)  # fmt: skip
+    assert book.pricing("c1", "A40").rates[0].price_per_gpu_hour == Decimal("1.10")
+    assert book.pricing("c2", "A40").rates[0].price_per_gpu_hour == Decimal("0.90")
+    assert book.pricing("c2", "A40").at_default

@@ -42,3 +42,90 @@ def cost_per_team_per_month(points: Sequence[CostPoint], currency: str) -> dict:
             "margin": {"t": 48, "r": 16, "b": 64, "l": 72},
         },
     }
+
+
+def _layout(title: str, **extra: object) -> dict:
+    return {"title": {"text": title}, "margin": {"t": 48, "r": 16, "b": 64, "l": 72}, **extra}
+
+
+def cost_by(category: str, costs: dict[str, Decimal], currency: str) -> dict:
+    """Horizontal bars of cost per project (or GPU model), largest first."""
+    ordered = sorted(costs.items(), key=lambda item: item[1])
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "orientation": "h",
+                "x": [float(cost) for _, cost in ordered],
+                "y": [name for name, _ in ordered],
+                "marker": {"color": PALETTE[0]},
+                "hovertemplate": f"%{{y}}: %{{x:,.2f}} {currency}<extra></extra>",
+            }
+        ],
+        "layout": _layout(
+            f"Cost by {category}",
+            xaxis={"title": {"text": f"Cost ({currency})"}, "tickformat": ",.0f"},
+            yaxis={"automargin": True, "type": "category"},
+        ),
+    }
+
+
+def cost_trend(points: Sequence[tuple[str, Decimal, Decimal]], currency: str) -> dict:
+    """Cost and idle cost per month (oldest first): points are (month, cost, idle cost)."""
+    months = [m for m, _, _ in points]
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "name": "Cost",
+                "x": months,
+                "y": [float(c) for _, c, _ in points],
+                "marker": {"color": PALETTE[0]},
+                "hovertemplate": f"%{{x}}: %{{y:,.2f}} {currency}<extra></extra>",
+            },
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "Idle cost",
+                "x": months,
+                "y": [float(i) for _, _, i in points],
+                "marker": {"color": PALETTE[5]},
+                "hovertemplate": f"%{{x}} idle: %{{y:,.2f}} {currency}<extra></extra>",
+            },
+        ],
+        "layout": _layout(
+            "Cost over 12 months",
+            xaxis={"title": {"text": "Month"}, "type": "category"},
+            yaxis={"title": {"text": f"Cost ({currency})"}, "tickformat": ",.0f"},
+            legend={"orientation": "h", "y": -0.2},
+        ),
+    }
+
+
+def budget_gauge(spent: Decimal, budget: Decimal, currency: str, thresholds: Sequence[int]) -> dict:
+    """The month's spend against the budget, with the alert thresholds marked."""
+    top = float(max(budget * Decimal("1.2"), spent))
+    steps = []
+    previous = 0.0
+    for i, percent in enumerate(sorted(thresholds)):
+        upto = float(budget) * percent / 100
+        steps.append({"range": [previous, upto], "color": ["#e8f4ec", "#fdf3dc", "#fbe3d6"][min(i, 2)]})
+        previous = upto
+    return {
+        "data": [
+            {
+                "type": "indicator",
+                "mode": "gauge+number+delta",
+                "value": float(spent),
+                "number": {"suffix": f" {currency}", "valueformat": ",.2f"},
+                "delta": {"reference": float(budget), "valueformat": ",.2f"},
+                "gauge": {
+                    "axis": {"range": [0, top]},
+                    "bar": {"color": PALETTE[0]},
+                    "steps": steps,
+                    "threshold": {"line": {"color": PALETTE[5], "width": 3}, "value": float(budget)},
+                },
+            }
+        ],
+        "layout": _layout(f"Budget: {float(budget):,.2f} {currency}"),
+    }

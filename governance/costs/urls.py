@@ -1,0 +1,12 @@
+from django.urls import path
+
+from governance.costs import views
+
+app_name = "costs"
+
+urlpatterns = [
+    path("", views.month_home, name="month"),
+    path("team/<slug:slug>/", views.team_month, name="team"),
+    path("team/<slug:slug>/chargeback.csv", views.team_csv, name="team-csv"),
+    path("close/<str:month>/", views.close_month, name="close"),
+]

@@ -1,0 +1,168 @@
+"""Totals computed by hand here, independently of the code under test."""
+
+from decimal import Decimal
+
+import pytest
+import time_machine
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from governance.costs.selectors import UNALLOCATED, chargeback_by_team, reconcile, team_breakdown
+from governance.lib.months import Month
+from tests.costs.conftest import A100, by_team, cents, declare, set_rate, share_policy
+from tests.factories import H100, at, ingest, job_record, series
+
+pytestmark = pytest.mark.django_db
+
+NOV = Month(2026, 11)
+NOV_HOURS = 30 * 24
+
+
+def job(**fields):
+    return job_record(submit_time=fields.get("start_time", "2026-11-01T00:00:00Z"), state="completed", **fields)
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_a_rate_change_mid_month_prices_each_hour_at_the_rate_in_force(cast, cluster):
+    set_rate(H100, "2.00")
+    set_rate(H100, "3.00", since="2026-11-15")
+    declare(2)
+    ingest([job(job_id="1", gpus=1, start_time="2026-11-14T12:00:00Z", end_time="2026-11-15T12:00:00Z")])
+
+    charges = by_team(chargeback_by_team(month=NOV))
+
+    assert charges["NLP"] == cents(12 * 2 + 12 * 3)
+    capacity = 2 * (14 * 24 * Decimal("2.00") + 16 * 24 * Decimal("3.00"))
+    assert charges[UNALLOCATED] == cents(capacity - 60)
+    assert reconcile(month=NOV).ok
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_a_job_across_the_month_end_is_charged_in_each_month_for_its_hours_there(cast, cluster):
+    set_rate(H100, "1.50")
+    declare(1)
+    ingest([job(gpus=1, start_time="2026-11-30T20:00:00Z", end_time="2026-12-01T06:00:00Z")])
+
+    nov, dec = by_team(chargeback_by_team(month=NOV)), by_team(chargeback_by_team(month=NOV.next()))
+
+    assert nov["NLP"] == cents(4 * Decimal("1.50"))
+    # December so far: 1 Dec 00:00 to now (2 Dec 10:00) is 34 hours of capacity; the job held 6 of them.
+    assert dec["NLP"] == cents(6 * Decimal("1.50"))
+    assert dec[UNALLOCATED] == cents(28 * Decimal("1.50"))
+    assert reconcile(month=NOV).ok and reconcile(month=NOV.next()).ok
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_a_mig_slice_is_priced_by_its_fraction_of_the_gpu(cast):
+    set_rate(A100, "7.00")
+    mig = {"gpu_uuid": "MIG-aaaa", "gpu_model": A100, "mig_profile": "1g.10gb", "mem_total_mib": 9728.0,
+           "mem_used_mib": 4000.0}  # fmt: skip
+    ingest([
+        job(gpus=1, gpu_model=A100, start_time="2026-11-05T00:00:00Z", end_time="2026-11-05T10:00:00Z"),
+        *series(start=at("2026-11-05T00:00:00Z"), minutes=600, every_s=600, sm_util=50.0, **mig),
+    ])  # fmt: skip
+
+    statement = team_breakdown(month=NOV, team_id=cast.nlp.pk)
+
+    # 10 hours of one 1g slice: 10 x 7.00 / 7
+    assert cents(statement.cost) == cents(10)
+    assert statement.gpu_hours == Decimal(10) / 7
+    assert list(statement.by_model) == [f"{A100} MIG 1g.10gb"]
+    assert cents(statement.used_gpu_hours * 7) == cents(5)  # half the slice's time at 50 % SM
+    assert reconcile(month=NOV).ok  # the slice seen by collectors is the capacity: 10 h x 1/7
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_a_job_whose_model_has_no_rate_is_priced_at_the_cluster_default_and_listed(cast, cluster):
+    set_rate(H100, "2.00")
+    set_rate("*", "1.25", cluster="c1")
+    ingest([job(job_id="77", gpus=4, gpu_model="Mystery GPU", start_time="2026-11-02T00:00:00Z",
+                end_time="2026-11-02T05:00:00Z")])  # fmt: skip
+
+    statement = team_breakdown(month=NOV, team_id=cast.nlp.pk)
+
+    assert cents(statement.cost) == cents(4 * 5 * Decimal("1.25"))
+    assert statement.at_default_rate == {"77"}
+
+
+@pytest.fixture
+def two_teams(cast, cluster):
+    set_rate(H100, "1.00")
+    declare(4)
+    ingest([
+        job(job_id="1", gpus=2, start_time="2026-11-01T00:00:00Z", end_time="2026-11-05T04:00:00Z"),
+        job(job_id="2", gpus=1, project="detector", team="vision", start_time="2026-11-10T00:00:00Z",
+            end_time="2026-11-14T04:00:00Z"),
+    ])  # fmt: skip
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_unallocated_capacity_is_its_own_line_by_default(two_teams):
+    charges = by_team(chargeback_by_team(month=NOV))
+
+    # NLP 2 GPUs x 100 h, Vision 1 GPU x 100 h, capacity 4 GPUs x 720 h, all at 1.00
+    assert charges == {"NLP": cents(200), "Vision": cents(100), UNALLOCATED: cents(4 * NOV_HOURS - 300)}
+    assert reconcile(month=NOV).ok
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_unallocated_capacity_can_be_shared_in_proportion_to_allocated_cost(two_teams):
+    share_policy()
+
+    charges = by_team(chargeback_by_team(month=NOV))
+
+    free = Decimal(4 * NOV_HOURS - 300)
+    assert charges == {"NLP": cents(200 + free * 2 / 3), "Vision": cents(100 + free / 3)}
+    assert sum(charges.values()) == cents(4 * NOV_HOURS)
+    assert reconcile(month=NOV).ok
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_reconcile_passes_then_fails_when_a_frozen_charge_is_altered(two_teams, capsys):
+    from governance.costs.models import StatementLine
+
+    call_command("close_month", "2026-11")
+    call_command("reconcile", "2026-11")
+    assert "reconciles to the cent" in capsys.readouterr().out
+
+    line = StatementLine.objects.filter(kind="usage", team_name="NLP").first()
+    StatementLine.objects.filter(pk=line.pk).update(cost=line.cost + Decimal("0.01"))
+
+    with pytest.raises(CommandError, match=r"c1: team charges \+ unallocated = 2880.01 USD .*off by 0.01"):
+        call_command("reconcile", "2026-11")
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_reconcile_names_the_gap_when_allocation_exceeds_capacity(cast, cluster, capsys):
+    set_rate(H100, "1.00")
+    declare(1, since="2026-11-30")
+    ingest([job(gpus=2, start_time="2026-11-03T00:00:00Z", end_time="2026-11-03T20:00:00Z")])
+
+    with pytest.raises(CommandError) as failure:
+        call_command("reconcile", "2026-11")
+
+    # 2 GPUs x 20 h held against 1 GPU x 24 h of capacity
+    assert f"c1: {H100} allocated 40.00 GPU-hours but capacity is 24.00 (gap 16.00 GPU-hours)" in str(failure.value)
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_the_number_of_queries_does_not_grow_with_jobs_or_samples(cast, cluster):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    set_rate(H100, "1.00")
+    declare(64)
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            chargeback_by_team(month=NOV)
+        return len(captured)
+
+    ingest([job(job_id="0", start_time="2026-11-02T00:00:00Z", end_time="2026-11-02T05:00:00Z"),
+            *series(start=at("2026-11-02T00:00:00Z"), minutes=60, job_id="0")])  # fmt: skip
+    few = queries()
+    ingest([job(job_id=str(i), start_time="2026-11-02T00:00:00Z", end_time="2026-11-04T05:00:00Z")
+            for i in range(1, 40)] + series(start=at("2026-11-02T00:00:00Z"), minutes=600, job_id="0",
+                                            gpu_uuid="GPU-x"))  # fmt: skip
+
+    assert queries() == few
