@@ -43,14 +43,19 @@ def jobs_in(start: datetime, end: datetime):
     )
 
 
-def chargeback_by_team(*, month: Month, now: datetime | None = None) -> list[TeamCharge]:
-    """Allocated GPU-hours x the rate in force, per team, for one month (running jobs up to now)."""
+def chargeback_by_team(*, month: Month, now: datetime | None = None, where: Q | None = None) -> list[TeamCharge]:
+    """Allocated GPU-hours x the rate in force, per team, for one month (running jobs up to now).
+
+    `where` narrows the jobs (org.selectors.team_totals_filter for what a user may see).
+    """
     now = now or timezone.now()
     rates = rates_by_model()
     totals: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
     currency = settings.GOVERNANCE_DEFAULT_CURRENCY
-    for job in jobs_in(month.start, month.end).only(
-        "start_time", "end_time", "gpus", "gpu_model", "project__team__name"
+    for job in (
+        jobs_in(month.start, month.end)
+        .filter(where or Q())
+        .only("start_time", "end_time", "gpus", "gpu_model", "project__team__name")
     ):
         start = max(job.start_time, month.start)
         end = min(job.end_time or now, month.end)
@@ -67,5 +72,5 @@ def chargeback_by_team(*, month: Month, now: datetime | None = None) -> list[Tea
     ]
 
 
-def chargeback_months(*, months: list[Month], now: datetime | None = None) -> list[TeamCharge]:
-    return [charge for month in months for charge in chargeback_by_team(month=month, now=now)]
+def chargeback_months(*, months: list[Month], now: datetime | None = None, where: Q | None = None) -> list[TeamCharge]:
+    return [charge for month in months for charge in chargeback_by_team(month=month, now=now, where=where)]

@@ -9,6 +9,7 @@ from governance.costs.csv import team_month_csv
 from governance.costs.selectors import chargeback_months
 from governance.dashboard.figures.costs import CostPoint, cost_per_team_per_month
 from governance.lib.months import Month
+from governance.org.selectors import team_totals_filter
 
 MONTHS_SHOWN = 6
 
@@ -27,7 +28,7 @@ def _months(request: HttpRequest) -> list[Month]:
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     months = _months(request)
-    charges = chargeback_months(months=months)
+    charges = chargeback_months(months=months, where=team_totals_filter(user=request.user))
     currency = charges[0].currency if charges else "USD"
     figure = cost_per_team_per_month([CostPoint(str(c.month), c.team, c.cost) for c in charges], currency)
     total = sum((c.cost for c in charges if c.month == months[-1]), Decimal(0))
@@ -45,6 +46,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 @login_required
 def chargeback_csv(request: HttpRequest) -> StreamingHttpResponse:
     months = _months(request)
-    response = StreamingHttpResponse(team_month_csv(chargeback_months(months=months)), content_type="text/csv")
+    charges = chargeback_months(months=months, where=team_totals_filter(user=request.user))
+    response = StreamingHttpResponse(team_month_csv(charges), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="chargeback-{months[0]}-to-{months[-1]}.csv"'
     return response
