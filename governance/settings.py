@@ -196,6 +196,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "governance.api.schema.add_error_responses",
+        "governance.api.schema.drop_backend_integer_ranges",
     ],
 }
 

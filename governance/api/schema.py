@@ -49,3 +49,30 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
             "scheme": "bearer",
             "description": "An API token (`ggt_...`); its scope (ingest, read, write, admin) limits what it may do.",
         }
+
+
+# Integer bounds Django takes from the database backend (SQLite reports 64-bit for every field).
+_BACKEND_MAXIMUMS = {2**15 - 1, 2**31 - 1, 2**63 - 1}
+_BACKEND_MINIMUMS = {-(2**15), -(2**31), -(2**63)}
+
+
+def drop_backend_integer_ranges(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """Keep the schema the same on SQLite and PostgreSQL, so the committed file is one file."""
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "integer":
+                if node.get("maximum") in _BACKEND_MAXIMUMS:
+                    del node["maximum"]
+                    if node.get("format") == "int64":
+                        del node["format"]
+                if node.get("minimum") in _BACKEND_MINIMUMS:
+                    del node["minimum"]
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(result)
+    return result
