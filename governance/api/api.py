@@ -7,6 +7,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from governance.api.filters import UtcIsoDateTimeFilter
 from governance.api.models import ApiToken, AuditEntry
 from governance.api.permissions import AdminOnly, HasReadScope, SessionOrAdminToken
 from governance.api.selectors import audit_entries_visible, tokens_visible
@@ -105,8 +106,8 @@ class AuditEntrySerializer(serializers.ModelSerializer):
 
 class AuditEntryFilter(filters.FilterSet):
     actor = filters.CharFilter(field_name="actor_name")
-    since = filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+    since = UtcIsoDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = UtcIsoDateTimeFilter(field_name="at", lookup_expr="lt")
 
     class Meta:
         model = AuditEntry

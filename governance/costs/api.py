@@ -1,5 +1,5 @@
 from django.http import StreamingHttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,7 +16,9 @@ from governance.org.selectors import team_totals_filter
 
 
 class MonthQuery(serializers.Serializer):
-    month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", error_messages={"invalid": "Use YYYY-MM."})
+    month = serializers.RegexField(
+        r"^(19|20|21)\d{2}-(0[1-9]|1[0-2])$", error_messages={"invalid": "Use YYYY-MM, a year from 1900 to 2199."}
+    )
 
 
 class TeamChargeSerializer(serializers.Serializer):
@@ -34,7 +36,7 @@ class ChargebackView(APIView):
     renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, CsvRenderer]
 
     @extend_schema(
-        parameters=[OpenApiParameter("month", str, required=True, description="YYYY-MM")],
+        parameters=[MonthQuery],
         responses=TeamChargeSerializer(many=True),
     )
     def get(self, request: Request, format: str | None = None):

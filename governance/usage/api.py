@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from collectors.records import BatchInvalid
 from governance.api.auth import HasIngestScope, HasReadScope
 from governance.api.errors import error_response
+from governance.api.filters import UtcIsoDateTimeFilter
 from governance.api.viewsets import ApiReadOnlyViewSet, VisibleQuerysetMixin
 from governance.fleet.models import Cluster
 from governance.org.models import User
@@ -120,8 +121,8 @@ class JobFilter(filters.FilterSet):
     project = filters.CharFilter(field_name="project__slug")
     team = filters.CharFilter(field_name="project__team__slug")
     user = filters.CharFilter(field_name="user_name")
-    started_after = filters.IsoDateTimeFilter(field_name="start_time", lookup_expr="gte")
-    started_before = filters.IsoDateTimeFilter(field_name="start_time", lookup_expr="lt")
+    started_after = UtcIsoDateTimeFilter(field_name="start_time", lookup_expr="gte")
+    started_before = UtcIsoDateTimeFilter(field_name="start_time", lookup_expr="lt")
     running = filters.BooleanFilter(field_name="end_time", lookup_expr="isnull")
 
     class Meta:
