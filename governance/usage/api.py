@@ -5,7 +5,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import QuerySet
-from django.urls import path
+from django.urls import re_path
 from django.utils import timezone
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -213,7 +213,7 @@ class ClusterUtilisationView(VisibleQuerysetMixin, generics.GenericAPIView):
         return Cluster.objects.all() if user.is_authenticated and user.is_active else Cluster.objects.none()
 
     @extend_schema(parameters=[UtilisationQuery], responses=ClusterUtilisationSerializer)
-    def get(self, request: Request, pk: int) -> Response:
+    def get(self, request: Request, pk: str) -> Response:
         cluster = self.get_object()
         query = UtilisationQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -229,5 +229,6 @@ ROUTES = [
     ("jobs", JobViewSet, "job"),
 ]
 URLS = [
-    path("clusters/<int:pk>/utilisation/", ClusterUtilisationView.as_view(), name="cluster-utilisation"),
+    # Any id reaches the view, so an unknown one is a 404 in the API's error shape, not Django's HTML page.
+    re_path(r"^clusters/(?P<pk>-?\d+)/utilisation/$", ClusterUtilisationView.as_view(), name="cluster-utilisation"),
 ]
