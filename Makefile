@@ -46,5 +46,9 @@ format: install-dev
 bench: install-dev
 	$(PY) manage.py bench
 
+## Regenerate the committed OpenAPI schema after an API change (tests/api/test_schema.py checks it).
+openapi: install
+	$(PY) manage.py spectacular --file docs/openapi.yaml --validate
+
 clean:
 	rm -rf $(VENV) var

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "governance.org",
     "governance.fleet",
     "governance.usage",
@@ -166,12 +167,38 @@ REST_FRAMEWORK = {
     "DEFAULT_VERSION": "v1",
     "ALLOWED_VERSIONS": ["v1"],
     "EXCEPTION_HANDLER": "governance.api.errors.exception_handler",
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "governance.api.pagination.OrderedPageNumberPagination",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "governance.api.throttling.TokenRateThrottle",
+        "governance.api.throttling.TokenScopedRateThrottle",
+    ],
+    # Per token (else per user): "user" for every request, "ingest" for the ingest endpoint instead.
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env_str("API_THROTTLE_RATE", "1200/min"),
+        "ingest": env_str("API_THROTTLE_RATE_INGEST", "600/min"),
+    },
 }
+API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50)
+API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 500)
 SPECTACULAR_SETTINGS = {
     "TITLE": "gpu-governance API",
     "DESCRIPTION": "GPU usage ingest, chargeback, efficiency findings.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from the drf-spectacular-sidecar package: the docs page works with no internet.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "governance.api.schema.add_error_responses",
+        "governance.api.schema.drop_backend_integer_ranges",
+    ],
 }
 
 # --- Domain -------------------------------------------------------------------------------------

@@ -5,3 +5,6 @@ class ApiConfig(AppConfig):
     name = "governance.api"
     label = "api"
     verbose_name = "API"
+
+    def ready(self) -> None:
+        from governance.api import schema  # noqa: F401  (registers the token scheme with drf-spectacular)

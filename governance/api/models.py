@@ -51,3 +51,35 @@ class ApiToken(models.Model):
     def revoke(self) -> None:
         self.revoked_at = timezone.now()
         self.save(update_fields=["revoked_at"])
+
+
+class AuditEntry(models.Model):
+    """One write through the API: who made it (and with which token), what it changed, and when."""
+
+    class Action(models.TextChoices):
+        CREATE = "create"
+        UPDATE = "update"
+        DELETE = "delete"
+        REVOKE = "revoke"
+        CLOSE = "close"
+        STATE = "state", "State change"
+
+    at = models.DateTimeField(default=timezone.now)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, help_text="Kept when the user is deleted.")
+    token = models.ForeignKey(ApiToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    model = models.CharField(max_length=100, help_text="app_label.model of the object written.")
+    object_pk = models.CharField(max_length=64)
+    object_repr = models.CharField(max_length=200)
+    changes = models.JSONField(default=dict, blank=True, help_text="field: [before, after]")
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["model", "object_pk"], name="auditentry_object_idx")]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.actor_name} {self.action} {self.model} {self.object_pk} at {self.at:%Y-%m-%d %H:%M:%S}"

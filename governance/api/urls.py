@@ -1,17 +1,34 @@
 from django.urls import include, path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
+from rest_framework.routers import SimpleRouter
 
+from governance.api import api as api_api
 from governance.costs.api import ChargebackView
 from governance.efficiency.api import FindingListView, FindingStateView
+from governance.fleet import api as fleet_api
+from governance.org import api as org_api
+from governance.usage import api as usage_api
 from governance.usage.api import IngestView
 
 app_name = "v1"
 
+# Each domain's api.py lists its viewsets as ROUTES = [(prefix, viewset, basename)] and any extra
+# paths as URLS; to plug a domain in, add its module here.
+DOMAINS = [org_api, fleet_api, usage_api, api_api]
 
+router = SimpleRouter()
+for domain in DOMAINS:
+    for prefix, viewset, basename in getattr(domain, "ROUTES", []):
+        router.register(prefix, viewset, basename=basename)
+
+
+@extend_schema(responses={200: OpenApiTypes.OBJECT})
 @api_view(["GET"])
 @permission_classes([AllowAny])
 def api_root(request: Request, format: str | None = None) -> Response:
@@ -22,6 +39,7 @@ def api_root(request: Request, format: str | None = None) -> Response:
             "ingest": reverse("v1:ingest", request=request),
             "chargeback": reverse("v1:chargeback", request=request),
             "schema": reverse("schema", request=request),
+            **{prefix: reverse(f"v1:{basename}-list", request=request) for prefix, _, basename in router.registry},
         }
     )
 
@@ -33,4 +51,6 @@ urlpatterns = [
     path("findings/", FindingListView.as_view(), name="findings"),
     path("findings/<int:pk>/state/", FindingStateView.as_view(), name="finding-state"),
     path("", include("governance.costs.api_urls")),
+    *(url for domain in DOMAINS for url in getattr(domain, "URLS", [])),
+    *router.urls,
 ]

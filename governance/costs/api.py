@@ -25,7 +25,9 @@ DETAIL_NOT_ALLOWED = "The CSV has one row per job: it is for team leads, finance
 
 
 class MonthQuery(serializers.Serializer):
-    month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", error_messages={"invalid": "Use YYYY-MM."})
+    month = serializers.RegexField(
+        r"^(19|20|21)\d{2}-(0[1-9]|1[0-2])$", error_messages={"invalid": "Use YYYY-MM, a year from 1900 to 2199."}
+    )
     team = serializers.SlugField(required=False)
 
 

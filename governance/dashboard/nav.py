@@ -28,6 +28,7 @@ NAV: list[NavItem] = [
     NavItem("Findings", "efficiency:findings"),
     NavItem("API", "v1:root"),
     NavItem("Admin", "admin:index", lambda user: user.is_staff),
+    NavItem("Password", "password_change"),
 ]
 
 

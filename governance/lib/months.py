@@ -4,7 +4,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-_MONTH = re.compile(r"^(?P<year>\d{4})-(?P<month>0[1-9]|1[0-2])$")
+_MONTH = re.compile(r"^(?P<year>(19|20|21)\d{2})-(?P<month>0[1-9]|1[0-2])$")
 
 
 @dataclass(frozen=True, order=True)
@@ -16,7 +16,7 @@ class Month:
     def parse(cls, text: str) -> "Month":
         match = _MONTH.match(text.strip())
         if not match:
-            raise ValueError(f"month {text!r} is not of the form YYYY-MM")
+            raise ValueError(f"month {text!r} is not of the form YYYY-MM (a year from 1900 to 2199)")
         return cls(int(match["year"]), int(match["month"]))
 
     @classmethod

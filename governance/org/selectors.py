@@ -51,3 +51,15 @@ def can_see_team(*, user: User, team: Team) -> bool:
 
 def can_see_team_detail(*, user: User, team: Team) -> bool:
     return teams_led(user=user).filter(pk=team.pk).exists()
+
+
+def team_totals_filter(*, user: User, prefix: str = "") -> Q:
+    """A Q on Job (or through `prefix`) keeping jobs whose team totals the user may see (chargeback, charts).
+
+    Admins and finance: every job, unattributed ones included. Anyone else: jobs of their teams.
+    """
+    if not user.is_authenticated or not user.is_active:
+        return Q(pk__in=[])
+    if user.sees_all_costs:
+        return Q()
+    return Q(**{f"{prefix}project__team__in": teams_visible(user=user).values("pk")})

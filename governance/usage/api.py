@@ -1,17 +1,29 @@
 import gzip
 import zlib
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db.models import QuerySet
+from django.urls import re_path
+from django.utils import timezone
+from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import parsers, status
+from rest_framework import generics, parsers, serializers, status
+from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from collectors.records import BatchInvalid
-from governance.api.auth import HasIngestScope
+from governance.api.auth import HasIngestScope, HasReadScope
 from governance.api.errors import error_response
+from governance.api.filters import UtcIsoDateTimeFilter
+from governance.api.viewsets import ApiReadOnlyViewSet, VisibleQuerysetMixin
+from governance.fleet.models import Cluster
+from governance.org.models import User
+from governance.usage.models import Job
+from governance.usage.selectors import RESOLUTIONS, cluster_utilisation_series, job_usage_series, jobs_visible
 from governance.usage.services import BatchConflict, usage_batch_receive
 
 BODY_TOO_LARGE = "The batch is larger than {limit} bytes after decompression; send smaller batches."
@@ -81,3 +93,142 @@ class IngestView(APIView):
             {"batch_id": str(receipt.batch_id), "records": receipt.records, "duplicate": receipt.duplicate},
             status=status.HTTP_202_ACCEPTED,
         )
+
+
+# --- Jobs and utilisation (read from the hourly rollups) -------------------------------------------
+
+UTILISATION_DEFAULT_DAYS = 7
+
+
+class JobSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    team = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "cluster", "external_id", "user_name", "account", "project", "team", "gpus", "gpu_model",
+            "submit_time", "start_time", "end_time", "state", "labels",
+        ]  # fmt: skip
+
+    def get_team(self, job: Job) -> str | None:
+        return job.project.team.slug if job.project else None
+
+
+class JobFilter(filters.FilterSet):
+    cluster = filters.CharFilter(field_name="cluster__name")
+    project = filters.CharFilter(field_name="project__slug")
+    team = filters.CharFilter(field_name="project__team__slug")
+    user = filters.CharFilter(field_name="user_name")
+    started_after = UtcIsoDateTimeFilter(field_name="start_time", lookup_expr="gte")
+    started_before = UtcIsoDateTimeFilter(field_name="start_time", lookup_expr="lt")
+    running = filters.BooleanFilter(field_name="end_time", lookup_expr="isnull")
+
+    class Meta:
+        model = Job
+        fields = ["cluster", "project", "team", "user", "state", "gpu_model", "external_id"]
+
+
+class ResolutionQuery(serializers.Serializer):
+    resolution = serializers.ChoiceField(choices=RESOLUTIONS, default="hour")
+
+
+class UtilisationQuery(ResolutionQuery):
+    start = serializers.DateTimeField(required=False, help_text="Default: 7 days before end.")
+    end = serializers.DateTimeField(required=False, help_text="Default: now.")
+
+    def validate(self, data: dict) -> dict:
+        data.setdefault("end", timezone.now())
+        data.setdefault("start", data["end"] - timedelta(days=UTILISATION_DEFAULT_DAYS))
+        if data["start"] >= data["end"]:
+            raise serializers.ValidationError({"start": "start must be before end."})
+        return data
+
+
+class UsagePointSerializer(serializers.Serializer):
+    start = serializers.DateTimeField()
+    gpu_hours = serializers.IntegerField(help_text="GPU-hours with at least one sample.")
+    samples = serializers.IntegerField()
+    sm_mean = serializers.FloatField(allow_null=True, help_text="Mean SM utilisation, percent.")
+    idle_share = serializers.FloatField(allow_null=True, help_text="Share of samples under the idle threshold.")
+    mem_used_max_mib = serializers.FloatField(allow_null=True)
+    power_mean_w = serializers.FloatField(allow_null=True)
+
+
+class JobUsageSerializer(serializers.Serializer):
+    job = serializers.IntegerField()
+    resolution = serializers.ChoiceField(choices=RESOLUTIONS)
+    points = UsagePointSerializer(many=True)
+
+
+class UtilisationPointSerializer(serializers.Serializer):
+    start = serializers.DateTimeField()
+    gpus = serializers.IntegerField(help_text="GPUs that reported in the bucket.")
+    gpu_hours = serializers.IntegerField()
+    sm_mean = serializers.FloatField(allow_null=True)
+    allocated_share = serializers.FloatField(allow_null=True)
+    idle_share = serializers.FloatField(allow_null=True)
+
+
+class ClusterUtilisationSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    resolution = serializers.ChoiceField(choices=RESOLUTIONS)
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    points = UtilisationPointSerializer(many=True)
+
+
+class JobViewSet(ApiReadOnlyViewSet):
+    """Jobs you may see: admins and finance all, leads their teams', engineers their own."""
+
+    serializer_class = JobSerializer
+    filterset_class = JobFilter
+    ordering_fields = ["start_time", "end_time", "gpus", "id"]
+
+    def visible(self, user: User) -> QuerySet[Job]:
+        return jobs_visible(user=user).order_by("-start_time", "-id")
+
+    @extend_schema(parameters=[ResolutionQuery], responses=JobUsageSerializer, filters=False)
+    @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
+    def usage(self, request: Request, pk: str | None = None) -> Response:
+        """The job's GPU use per hour or per day, from the hourly rollups."""
+        job = self.get_object()
+        query = ResolutionQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        resolution = query.validated_data["resolution"]
+        points = job_usage_series(job=job, resolution=resolution)
+        return Response(JobUsageSerializer({"job": job.pk, "resolution": resolution, "points": points}).data)
+
+
+class ClusterUtilisationView(VisibleQuerysetMixin, generics.GenericAPIView):
+    """Cluster-wide GPU utilisation over time (every GPU, allocated or not); no team's data in it."""
+
+    serializer_class = ClusterUtilisationSerializer
+    permission_classes = [HasReadScope]
+    pagination_class = None
+    filter_backends: list = []
+
+    def visible(self, user: User) -> QuerySet[Cluster]:
+        return Cluster.objects.all() if user.is_authenticated and user.is_active else Cluster.objects.none()
+
+    @extend_schema(parameters=[UtilisationQuery], responses=ClusterUtilisationSerializer)
+    def get(self, request: Request, pk: str) -> Response:
+        cluster = self.get_object()
+        query = UtilisationQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        points = cluster_utilisation_series(
+            cluster_id=cluster.pk, resolution=q["resolution"], start=q["start"], end=q["end"]
+        )
+        data = {"cluster": cluster.name, "resolution": q["resolution"], "start": q["start"], "end": q["end"]}
+        return Response(ClusterUtilisationSerializer({**data, "points": points}).data)
+
+
+ROUTES = [
+    ("jobs", JobViewSet, "job"),
+]
+URLS = [
+    # Any id reaches the view, so an unknown one is a 404 in the API's error shape, not Django's HTML page.
+    re_path(r"^clusters/(?P<pk>-?\d+)/utilisation/$", ClusterUtilisationView.as_view(), name="cluster-utilisation"),
+]

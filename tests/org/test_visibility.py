@@ -1,6 +1,12 @@
 import pytest
 
-from governance.org.selectors import can_see_team, can_see_team_detail, job_visibility_filter, teams_visible
+from governance.org.selectors import (
+    can_see_team,
+    can_see_team_detail,
+    job_visibility_filter,
+    team_totals_filter,
+    teams_visible,
+)
 from governance.usage.models import Job
 from tests.factories import ingest, job_record
 
@@ -43,3 +49,12 @@ def test_an_engineer_sees_own_jobs_and_team_totals_but_not_team_detail(cast, job
 def test_a_user_of_another_team_sees_nothing_of_it(cast, jobs):
     assert visible_jobs(cast.vision_lead) == {"3"}
     assert not can_see_team(user=cast.vision_lead, team=cast.nlp)
+
+
+def test_team_totals_cover_the_whole_team_for_an_engineer_and_everything_for_finance(cast, jobs):
+    def totals(user) -> set[str]:
+        return set(Job.objects.filter(team_totals_filter(user=user)).values_list("external_id", flat=True))
+
+    assert totals(cast.alice) == {"1", "2"}
+    assert totals(cast.vision_lead) == {"3"}
+    assert totals(cast.finance) == {"1", "2", "3", "4"}

@@ -1,0 +1,131 @@
+"""Token management (for the token's owner and admins) and the audit log (admins)."""
+
+from django.db import transaction
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from governance.api.filters import UtcIsoDateTimeFilter
+from governance.api.models import ApiToken, AuditEntry
+from governance.api.permissions import AdminOnly, HasReadScope, SessionOrAdminToken
+from governance.api.selectors import audit_entries_visible, tokens_visible
+from governance.api.services import (
+    ADMIN_SCOPE_FOR_ADMINS,
+    NAME_TAKEN,
+    api_token_create,
+    api_token_revoke,
+    audit_entry_record,
+    snapshot,
+)
+from governance.api.viewsets import ApiReadOnlyViewSet, VisibleQuerysetMixin
+from governance.org.models import User
+
+
+class TokenSerializer(serializers.ModelSerializer):
+    user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "scope", "prefix", "user", "created_at", "last_used_at", "revoked_at"]
+        read_only_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
+        validators: list = []  # the (user, name) pair is checked in validate_name, naming the field
+
+    def validate_name(self, name: str) -> str:
+        if ApiToken.objects.filter(user=self.context["request"].user, name=name).exists():
+            raise serializers.ValidationError(NAME_TAKEN)
+        return name
+
+    def validate_scope(self, scope: str) -> str:
+        if scope == ApiToken.Scope.ADMIN and not self.context["request"].user.is_platform_admin:
+            raise serializers.ValidationError(ADMIN_SCOPE_FOR_ADMINS)
+        return scope
+
+
+class NewTokenSerializer(TokenSerializer):
+    token = serializers.CharField(read_only=True, help_text="The secret; shown in this response only.")
+
+    class Meta(TokenSerializer.Meta):
+        fields = [*TokenSerializer.Meta.fields, "token"]
+
+
+class TokenFilter(filters.FilterSet):
+    active = filters.BooleanFilter(field_name="revoked_at", lookup_expr="isnull")
+
+    class Meta:
+        model = ApiToken
+        fields = ["scope", "active"]
+
+
+class TokenViewSet(
+    VisibleQuerysetMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Your API tokens (admins: everyone's). Create shows the secret once; delete revokes."""
+
+    serializer_class = TokenSerializer
+    filterset_class = TokenFilter
+    permission_classes = [HasReadScope, SessionOrAdminToken]
+
+    def visible(self, user: User):
+        return tokens_visible(user=user)
+
+    @extend_schema(request=TokenSerializer, responses={201: NewTokenSerializer})
+    def create(self, request: Request) -> Response:
+        serializer = TokenSerializer(data=request.data, context=self.get_serializer_context())
+        serializer.is_valid(raise_exception=True)
+        via = request.auth if isinstance(request.auth, ApiToken) else None
+        with transaction.atomic():
+            token, raw = api_token_create(user=request.user, **serializer.validated_data)
+            changes = {k: [None, v] for k, v in snapshot(token).items() if k != "key_hash"}
+            audit_entry_record(
+                actor=request.user, token=via, action=AuditEntry.Action.CREATE, instance=token, changes=changes
+            )
+        token.token = raw
+        return Response(NewTokenSerializer(token).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request: Request, pk: str | None = None) -> Response:
+        via = request.auth if isinstance(request.auth, ApiToken) else None
+        api_token_revoke(token=self.get_object(), actor=request.user, via=via)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    token = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = AuditEntry
+        fields = ["id", "at", "actor_name", "token", "action", "model", "object_pk", "object_repr", "changes"]
+
+
+class AuditEntryFilter(filters.FilterSet):
+    actor = filters.CharFilter(field_name="actor_name")
+    since = UtcIsoDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = UtcIsoDateTimeFilter(field_name="at", lookup_expr="lt")
+
+    class Meta:
+        model = AuditEntry
+        fields = ["action", "model", "object_pk", "actor", "since", "until"]
+
+
+class AuditEntryViewSet(ApiReadOnlyViewSet):
+    """Every write made through the API: who, with which token, what changed, when. Admins only."""
+
+    serializer_class = AuditEntrySerializer
+    filterset_class = AuditEntryFilter
+    permission_classes = [HasReadScope, AdminOnly]
+
+    def visible(self, user: User):
+        return audit_entries_visible(user=user).select_related("token")
+
+
+ROUTES = [
+    ("tokens", TokenViewSet, "token"),
+    ("audit", AuditEntryViewSet, "audit"),
+]

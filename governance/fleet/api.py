@@ -1,0 +1,101 @@
+"""Clusters, nodes and GPUs: shared infrastructure every signed-in user may read; admins set cluster policy."""
+
+from django.db.models import QuerySet
+from django_filters import rest_framework as filters
+from rest_framework import serializers
+
+from governance.api.permissions import AdminWrites, HasReadScope
+from governance.api.viewsets import ApiModelViewSet, ApiReadOnlyViewSet
+from governance.fleet.models import Cluster, Gpu, Node
+from governance.org.models import User
+
+
+def _signed_in(user: User) -> bool:
+    return user.is_authenticated and user.is_active
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Cluster
+        fields = ["id", "name", "unallocated_policy", "created_at"]
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Node
+        fields = ["id", "cluster", "name", "last_seen_at"]
+
+
+class GpuSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    node = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Gpu
+        fields = [
+            "id", "cluster", "node", "uuid", "index", "model", "memory_total_mib", "numa_node", "mig_profile",
+            "first_seen_at", "last_seen_at",
+        ]  # fmt: skip
+
+
+class ClusterFilter(filters.FilterSet):
+    class Meta:
+        model = Cluster
+        fields = ["name", "unallocated_policy"]
+
+
+class NodeFilter(filters.FilterSet):
+    cluster = filters.CharFilter(field_name="cluster__name")
+
+    class Meta:
+        model = Node
+        fields = ["cluster", "name"]
+
+
+class GpuFilter(filters.FilterSet):
+    cluster = filters.CharFilter(field_name="cluster__name")
+    node = filters.CharFilter(field_name="node__name")
+
+    class Meta:
+        model = Gpu
+        fields = ["cluster", "node", "model", "uuid", "mig_profile"]
+
+
+class ClusterViewSet(ApiModelViewSet):
+    serializer_class = ClusterSerializer
+    filterset_class = ClusterFilter
+    permission_classes = [HasReadScope, AdminWrites]
+
+    def visible(self, user: User) -> QuerySet[Cluster]:
+        return Cluster.objects.all() if _signed_in(user) else Cluster.objects.none()
+
+
+class NodeViewSet(ApiReadOnlyViewSet):
+    serializer_class = NodeSerializer
+    filterset_class = NodeFilter
+
+    def visible(self, user: User) -> QuerySet[Node]:
+        return (
+            Node.objects.select_related("cluster").order_by("cluster__name", "name")
+            if _signed_in(user)
+            else Node.objects.none()
+        )
+
+
+class GpuViewSet(ApiReadOnlyViewSet):
+    serializer_class = GpuSerializer
+    filterset_class = GpuFilter
+
+    def visible(self, user: User) -> QuerySet[Gpu]:
+        if not _signed_in(user):
+            return Gpu.objects.none()
+        return Gpu.objects.select_related("cluster", "node").order_by("cluster__name", "node__name", "index", "pk")
+
+
+ROUTES = [
+    ("clusters", ClusterViewSet, "cluster"),
+    ("nodes", NodeViewSet, "node"),
+    ("gpus", GpuViewSet, "gpu"),
+]

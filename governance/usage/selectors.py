@@ -1,0 +1,106 @@
+"""Reads of usage for the API and pages: jobs as the org selectors allow, series from the hourly rollups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.db.models import Count, F, Max, QuerySet, Sum
+from django.db.models.functions import Trunc
+
+from governance.org.models import User
+from governance.org.selectors import job_visibility_filter
+from governance.usage.models import GpuHour, Job, JobGpuHour
+
+RESOLUTIONS = ("hour", "day")
+
+
+def jobs_visible(*, user: User) -> QuerySet[Job]:
+    return Job.objects.filter(job_visibility_filter(user=user)).select_related("cluster", "project__team")
+
+
+@dataclass(frozen=True)
+class UsagePoint:
+    start: datetime
+    gpu_hours: int  # GPU-hours with at least one sample
+    samples: int
+    sm_mean: float | None
+    idle_share: float | None
+    mem_used_max_mib: float | None
+    power_mean_w: float | None
+
+
+@dataclass(frozen=True)
+class UtilisationPoint:
+    start: datetime
+    gpus: int
+    gpu_hours: int
+    sm_mean: float | None
+    allocated_share: float | None
+    idle_share: float | None
+
+
+def _ratio(part: float | None, whole: float | None) -> float | None:
+    return None if not whole else float(part or 0) / float(whole)
+
+
+def job_usage_series(*, job: Job, resolution: str) -> list[UsagePoint]:
+    """The job's GPUs per hour or per day, summed from JobGpuHour (never from raw samples)."""
+    rows = (
+        JobGpuHour.objects.filter(job=job)
+        .annotate(bucket=Trunc("hour", resolution, tzinfo=UTC))
+        .values("bucket")
+        .annotate(
+            rows=Count("id"),
+            n=Sum("samples"),
+            idle=Sum("idle_samples"),
+            sm=Sum("sm_sum"),
+            mem=Max("mem_used_max"),
+            power=Sum("power_sum"),
+            power_n=Sum("power_samples"),
+        )
+        .order_by("bucket")
+    )
+    return [
+        UsagePoint(
+            start=r["bucket"],
+            gpu_hours=r["rows"],
+            samples=r["n"],
+            sm_mean=_ratio(r["sm"], r["n"]),
+            idle_share=_ratio(r["idle"], r["n"]),
+            mem_used_max_mib=r["mem"],
+            power_mean_w=_ratio(r["power"], r["power_n"]),
+        )
+        for r in rows
+    ]
+
+
+def cluster_utilisation_series(
+    *, cluster_id: int, resolution: str, start: datetime, end: datetime
+) -> list[UtilisationPoint]:
+    """Every GPU of the cluster, allocated or not, per hour or day, from GpuHour."""
+    rows = (
+        GpuHour.objects.filter(gpu__cluster_id=cluster_id, hour__gte=start, hour__lt=end)
+        .annotate(bucket=Trunc("hour", resolution, tzinfo=UTC))
+        .values("bucket")
+        .annotate(
+            gpus=Count(F("gpu_id"), distinct=True),
+            rows=Count("id"),
+            n=Sum("samples"),
+            allocated=Sum("allocated_samples"),
+            idle=Sum("idle_samples"),
+            sm=Sum("sm_sum"),
+        )
+        .order_by("bucket")
+    )
+    return [
+        UtilisationPoint(
+            start=r["bucket"],
+            gpus=r["gpus"],
+            gpu_hours=r["rows"],
+            sm_mean=_ratio(r["sm"], r["n"]),
+            allocated_share=_ratio(r["allocated"], r["n"]),
+            idle_share=_ratio(r["idle"], r["n"]),
+        )
+        for r in rows
+    ]

@@ -1,0 +1,82 @@
+"""A small world for the API tests: the cast, their jobs with rollups, a rate, tokens and an audit entry."""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.core.cache import cache
+
+from governance.api.models import AuditEntry
+from governance.api.services import api_token_create, audit_entry_record
+from governance.fleet.models import Cluster, Gpu, Node
+from governance.org.models import Membership, Project, ProjectMapping
+from governance.usage.models import Job
+from tests.factories import ingest, job_record, rate, series
+
+NOV = datetime(2026, 11, 3, 10, tzinfo=UTC)
+
+# What a viewer of one team must never find in a response: the other team's names and people.
+NLP_MARKERS = ["llm-pretrain", '"nlp"', "NLP", "alice", "bob"]
+VISION_MARKERS = ["detector", '"vision"', "Vision", "dave"]
+UNATTRIBUTED_MARKERS = ["zed", "nobody-knows", "(unattributed)"]
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords_and_fresh_throttles(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    cache.clear()  # throttle counters live in the cache
+
+
+def usage_records(job_id: str, user: str, project: str, team: str | None, gpu: str) -> list[dict]:
+    job = job_record(
+        job_id=job_id, user=user, project=project, team=team, gpus=1,
+        start_time="2026-11-03T09:00:00Z", end_time="2026-11-03T12:00:00Z", state="completed",
+    )  # fmt: skip
+    samples = series(start=NOV, minutes=60, every_s=600, job_id=job_id, gpu_uuid=gpu, node=f"node-{gpu}")
+    return [job, *samples]
+
+
+@pytest.fixture
+def world(cast):
+    """Jobs of alice and bob (nlp), dave (vision) and zed (no team), each with an hour of samples."""
+    rate(price="2.00")
+    ingest([
+        *usage_records("1", "alice", "llm-pretrain", "nlp", "GPU-a"),
+        *usage_records("2", "bob", "llm-pretrain", "nlp", "GPU-b"),
+        *usage_records("3", "dave", "detector", "vision", "GPU-c"),
+        *usage_records("4", "zed", "nobody-knows", None, "GPU-d"),
+    ])  # fmt: skip
+    jobs = {job.external_id: job for job in Job.objects.all()}
+    alice_token, _ = api_token_create(user=cast.alice, name="alice-laptop", scope="read")
+    vision_token, _ = api_token_create(user=cast.vision_lead, name="vision-ci", scope="read")
+    ProjectMapping.objects.create(value="acct-nlp", project=Project.objects.get(slug="llm-pretrain"))
+    ProjectMapping.objects.create(value="acct-vision", project=Project.objects.get(slug="detector"))
+    audit = audit_entry_record(actor=cast.admin, token=None, action=AuditEntry.Action.CREATE, instance=cast.nlp)
+    return type(
+        "World",
+        (),
+        {
+            "cast": cast,
+            "nlp": cast.nlp,
+            "vision": cast.vision,
+            "nlp_project": Project.objects.get(slug="llm-pretrain"),
+            "vision_project": Project.objects.get(slug="detector"),
+            "alice_membership": Membership.objects.get(user=cast.alice),
+            "vision_membership": Membership.objects.get(user=cast.vision_lead),
+            "nlp_mapping": ProjectMapping.objects.get(value="acct-nlp"),
+            "vision_mapping": ProjectMapping.objects.get(value="acct-vision"),
+            "cluster": Cluster.objects.get(),
+            "node": Node.objects.first(),
+            "gpu": Gpu.objects.first(),
+            "job_alice": jobs["1"],
+            "job_bob": jobs["2"],
+            "job_dave": jobs["3"],
+            "job_zed": jobs["4"],
+            "alice_token": alice_token,
+            "vision_token": vision_token,
+            "audit": audit,
+        },
+    )
+
+
+def bearer(raw: str) -> dict[str, str]:
+    return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}

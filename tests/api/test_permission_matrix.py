@@ -1,0 +1,268 @@
+"""Every endpoint and page, for every role: allowed or denied, and never another team's rows.
+
+To add an endpoint (costs, findings...), add a Row to ROWS: the route name, the method, a URL built
+from the `world` fixture, and the status each role gets; list endpoints that hold team data also
+get a Leak row. `test_the_matrix_covers_every_route` fails until every named route has a row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from tests.api.conftest import NLP_MARKERS, UNATTRIBUTED_MARKERS, VISION_MARKERS
+
+pytestmark = pytest.mark.django_db
+
+ROLES = ["anonymous", "admin", "finance", "nlp_lead", "alice", "vision_lead"]
+SIGNED_IN = ROLES[1:]
+V1 = "/api/v1"
+
+
+def everyone(status: int, anonymous: int = 401) -> dict[str, int]:
+    return {"anonymous": anonymous, **dict.fromkeys(SIGNED_IN, status)}
+
+
+def admins(status: int, others: int = 403, anonymous: int = 401) -> dict[str, int]:
+    return {**everyone(others, anonymous), "admin": status}
+
+
+def seen_by(status: int, *roles: str, others: int = 404) -> dict[str, int]:
+    """A row of one team: admin and finance see it, and the roles named; the rest get 404."""
+    return {**everyone(others), **dict.fromkeys(("admin", "finance", *roles), status)}
+
+
+NLP = ("nlp_lead", "alice")
+PAGE = everyone(200, anonymous=302)
+
+
+@dataclass(frozen=True)
+class Row:
+    route: str
+    method: str
+    url: Callable
+    expect: dict[str, int]
+    data: dict = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.method} {self.route}"
+
+
+# fmt: off
+ROWS = [
+    # API root, schema and docs are public: they describe the API, they hold no data.
+    Row("v1:root", "get", lambda w: f"{V1}/", everyone(200, anonymous=200)),
+    Row("schema", "get", lambda w: "/api/schema/", everyone(200, anonymous=200)),
+    Row("api-docs", "get", lambda w: "/api/docs/", everyone(200, anonymous=200)),
+    # Ingest takes an ingest token only; no session may ingest.
+    Row("v1:ingest", "post", lambda w: f"{V1}/ingest/", everyone(403)),
+    Row("v1:chargeback", "get", lambda w: f"{V1}/chargeback/?month=2026-11", everyone(200)),
+    # Teams and their reference data: read as the selectors allow, written by admins.
+    Row("v1:team-list", "get", lambda w: f"{V1}/teams/", everyone(200)),
+    Row("v1:team-list", "post", lambda w: f"{V1}/teams/", admins(201), {"slug": "audio", "name": "Audio"}),
+    Row("v1:team-detail", "get", lambda w: f"{V1}/teams/{w.nlp.pk}/", seen_by(200, *NLP)),
+    Row("v1:team-detail", "get", lambda w: f"{V1}/teams/{w.vision.pk}/", seen_by(200, "vision_lead")),
+    Row("v1:team-detail", "patch", lambda w: f"{V1}/teams/{w.nlp.pk}/", admins(200), {"name": "Language"}),
+    Row("v1:team-detail", "delete", lambda w: f"{V1}/teams/{w.vision.pk}/", admins(409)),
+    Row("v1:project-list", "get", lambda w: f"{V1}/projects/", everyone(200)),
+    Row(
+        "v1:project-list",
+        "post",
+        lambda w: f"{V1}/projects/",
+        admins(201),
+        {"slug": "asr", "name": "ASR", "team": "nlp"},
+    ),
+    Row("v1:project-detail", "get", lambda w: f"{V1}/projects/{w.vision_project.pk}/", seen_by(200, "vision_lead")),
+    Row("v1:project-detail", "delete", lambda w: f"{V1}/projects/{w.nlp_project.pk}/", admins(409)),
+    Row("v1:membership-list", "get", lambda w: f"{V1}/memberships/", everyone(200)),
+    Row(
+        "v1:membership-list",
+        "post",
+        lambda w: f"{V1}/memberships/",
+        admins(201),
+        {"user": "finance", "team": "vision", "role": "engineer"},
+    ),
+    Row("v1:membership-detail", "get", lambda w: f"{V1}/memberships/{w.alice_membership.pk}/", seen_by(200, *NLP)),
+    Row("v1:membership-detail", "delete", lambda w: f"{V1}/memberships/{w.vision_membership.pk}/", admins(204)),
+    Row("v1:project-mapping-list", "get", lambda w: f"{V1}/project-mappings/", everyone(200)),
+    Row(
+        "v1:project-mapping-list",
+        "post",
+        lambda w: f"{V1}/project-mappings/",
+        admins(201),
+        {"kind": "k8s_namespace", "value": "ns-asr", "project": "llm-pretrain"},
+    ),
+    Row(
+        "v1:project-mapping-detail",
+        "get",
+        lambda w: f"{V1}/project-mappings/{w.vision_mapping.pk}/",
+        seen_by(200, "vision_lead"),
+    ),
+    Row(
+        "v1:project-mapping-detail",
+        "put",
+        lambda w: f"{V1}/project-mappings/{w.nlp_mapping.pk}/",
+        admins(200),
+        {"kind": "slurm_account", "value": "acct-nlp2", "cluster_name": "", "project": "llm-pretrain"},
+    ),
+    # The fleet is shared infrastructure: everyone reads it, admins set cluster policy.
+    Row("v1:cluster-list", "get", lambda w: f"{V1}/clusters/", everyone(200)),
+    Row("v1:cluster-detail", "get", lambda w: f"{V1}/clusters/{w.cluster.pk}/", everyone(200)),
+    Row(
+        "v1:cluster-detail",
+        "patch",
+        lambda w: f"{V1}/clusters/{w.cluster.pk}/",
+        admins(200),
+        {"unallocated_policy": "share"},
+    ),
+    Row("v1:cluster-utilisation", "get", lambda w: f"{V1}/clusters/{w.cluster.pk}/utilisation/", everyone(200)),
+    Row("v1:node-list", "get", lambda w: f"{V1}/nodes/", everyone(200)),
+    Row("v1:node-list", "post", lambda w: f"{V1}/nodes/", everyone(405), {"name": "x"}),
+    Row("v1:node-detail", "get", lambda w: f"{V1}/nodes/{w.node.pk}/", everyone(200)),
+    Row("v1:gpu-list", "get", lambda w: f"{V1}/gpus/", everyone(200)),
+    Row("v1:gpu-detail", "get", lambda w: f"{V1}/gpus/{w.gpu.pk}/", everyone(200)),
+    Row("v1:gpu-detail", "delete", lambda w: f"{V1}/gpus/{w.gpu.pk}/", everyone(405)),
+    # Jobs: admins and finance all, leads their team's, engineers their own.
+    Row("v1:job-list", "get", lambda w: f"{V1}/jobs/", everyone(200)),
+    Row("v1:job-detail", "get", lambda w: f"{V1}/jobs/{w.job_alice.pk}/", seen_by(200, *NLP)),
+    Row("v1:job-detail", "get", lambda w: f"{V1}/jobs/{w.job_bob.pk}/", seen_by(200, "nlp_lead")),
+    Row("v1:job-detail", "get", lambda w: f"{V1}/jobs/{w.job_dave.pk}/", seen_by(200, "vision_lead")),
+    Row("v1:job-detail", "get", lambda w: f"{V1}/jobs/{w.job_zed.pk}/", seen_by(200)),
+    Row("v1:job-usage", "get", lambda w: f"{V1}/jobs/{w.job_bob.pk}/usage/?resolution=day", seen_by(200, "nlp_lead")),
+    Row("v1:job-usage", "get", lambda w: f"{V1}/jobs/{w.job_dave.pk}/usage/", seen_by(200, "vision_lead")),
+    # Tokens: your own (admins: everyone's); the audit log: admins only.
+    Row("v1:token-list", "get", lambda w: f"{V1}/tokens/", everyone(200)),
+    Row("v1:token-list", "post", lambda w: f"{V1}/tokens/", everyone(201), {"name": "new", "scope": "read"}),
+    Row(
+        "v1:token-detail",
+        "get",
+        lambda w: f"{V1}/tokens/{w.alice_token.pk}/",
+        {**everyone(404), "admin": 200, "alice": 200},
+    ),
+    Row(
+        "v1:token-detail",
+        "delete",
+        lambda w: f"{V1}/tokens/{w.vision_token.pk}/",
+        {**everyone(404), "admin": 204, "vision_lead": 204},
+    ),
+    Row("v1:audit-list", "get", lambda w: f"{V1}/audit/", admins(200)),
+    Row("v1:audit-detail", "get", lambda w: f"{V1}/audit/{w.audit.pk}/", admins(200)),
+    # Pages.
+    Row("dashboard:overview", "get", lambda w: "/?month=2026-11", PAGE),
+    Row("dashboard:chargeback-csv", "get", lambda w: "/chargeback.csv?month=2026-11", PAGE),
+    Row("login", "get", lambda w: "/accounts/login/", everyone(200, anonymous=200)),
+    Row("logout", "post", lambda w: "/accounts/logout/", everyone(302, anonymous=302)),
+    Row("password_change", "get", lambda w: "/accounts/password/", PAGE),
+    Row("password_change_done", "get", lambda w: "/accounts/password/done/", PAGE),
+    Row("admin:index", "get", lambda w: "/admin/", {**everyone(302, anonymous=302), "admin": 200}),
+]
+# fmt: on
+
+
+@dataclass(frozen=True)
+class Leak:
+    """A list or export that holds team data, and what each role must and must never find in it."""
+
+    name: str
+    url: Callable
+    must_show: dict[str, list[str]]
+
+
+OWN_TEAM_ONLY = {"nlp_lead": VISION_MARKERS + UNATTRIBUTED_MARKERS, "alice": VISION_MARKERS + UNATTRIBUTED_MARKERS}
+OWN_TEAM_ONLY["vision_lead"] = NLP_MARKERS + UNATTRIBUTED_MARKERS
+
+# fmt: off
+LEAKS = [
+    Leak("teams", lambda w: f"{V1}/teams/", {"nlp_lead": ['"nlp"'], "alice": ['"nlp"'], "vision_lead": ['"vision"']}),
+    Leak("projects", lambda w: f"{V1}/projects/", {"nlp_lead": ["llm-pretrain"], "vision_lead": ["detector"]}),
+    Leak(
+        "memberships", lambda w: f"{V1}/memberships/", {"alice": ["alice", "nlp-lead"], "vision_lead": ["vision-lead"]}
+    ),
+    Leak("mappings", lambda w: f"{V1}/project-mappings/", {"nlp_lead": ["acct-nlp"], "vision_lead": ["acct-vision"]}),
+    Leak("jobs", lambda w: f"{V1}/jobs/", {"nlp_lead": ["alice", "bob"], "alice": ["alice"], "vision_lead": ["dave"]}),
+    Leak("chargeback", lambda w: f"{V1}/chargeback/?month=2026-11", {"alice": ["NLP"], "vision_lead": ["Vision"]}),
+    Leak(
+        "chargeback csv",
+        lambda w: f"{V1}/chargeback/?month=2026-11&format=csv",
+        {"nlp_lead": ["NLP"], "vision_lead": ["Vision"]},
+    ),
+    Leak("page csv", lambda w: "/chargeback.csv?month=2026-11", {"alice": ["NLP"], "vision_lead": ["Vision"]}),
+    Leak("overview", lambda w: "/?month=2026-11", {"nlp_lead": ["NLP"], "vision_lead": ["Vision"]}),
+    Leak("tokens", lambda w: f"{V1}/tokens/", {"alice": ["alice-laptop"], "vision_lead": ["vision-ci"]}),
+]
+# fmt: on
+# An engineer sees the team's totals but not a teammate's jobs.
+ENGINEER_NEVER = {"jobs": ["bob"], "tokens": ["vision-ci"]}
+
+
+def client_for(client, world, role: str):
+    if role != "anonymous":
+        client.force_login(getattr(world.cast, role))
+    return client
+
+
+def body_of(response) -> str:
+    content = b"".join(response.streaming_content) if response.streaming else response.content
+    return content.decode()
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
+def test_each_role_gets_the_status_the_matrix_says(client, world, row: Row, role: str):
+    client = client_for(client, world, role)
+    call = getattr(client, row.method)
+    kwargs = {"data": json.dumps(row.data), "content_type": "application/json"} if row.method != "get" else {}
+
+    response = call(row.url(world), **kwargs)
+
+    assert response.status_code == row.expect[role], body_of(response)[:500]
+    if response.status_code >= 400 and row.route.startswith("v1:"):
+        assert set(response.json()["error"]) == {"code", "message", "details"}
+
+
+@pytest.mark.parametrize("role", ["nlp_lead", "alice", "vision_lead"])
+@pytest.mark.parametrize("leak", LEAKS, ids=[leak.name for leak in LEAKS])
+def test_lists_and_exports_never_include_another_teams_rows(client, world, leak: Leak, role: str):
+    response = client_for(client, world, role).get(leak.url(world))
+
+    body = body_of(response)
+    assert response.status_code == 200
+    for marker in leak.must_show.get(role, []):
+        assert marker in body, f"{role} should see {marker} in {leak.name}"
+    never = OWN_TEAM_ONLY[role] + (ENGINEER_NEVER.get(leak.name, []) if role == "alice" else [])
+    if role in ("nlp_lead", "alice"):
+        never = [m for m in never if m not in leak.must_show.get(role, [])]
+    for marker in never:
+        assert marker not in body, f"{role} sees {marker} in {leak.name}"
+
+
+def test_admin_and_finance_see_every_team_in_the_chargeback(client, world):
+    for role in ("admin", "finance"):
+        body = client_for(client, world, role).get(f"{V1}/chargeback/?month=2026-11&format=csv")
+        assert {"NLP", "Vision", "(unattributed)"} <= {line.split(",")[1] for line in body_of(body).splitlines()[1:]}
+
+
+def _route_names(resolver: URLResolver, namespace: str = "") -> set[str]:
+    names = set()
+    for pattern in resolver.url_patterns:
+        if isinstance(pattern, URLResolver):
+            if pattern.namespace == "admin":
+                names.add("admin:index")
+                continue
+            inner = f"{namespace}{pattern.namespace}:" if pattern.namespace else namespace
+            names |= _route_names(pattern, inner)
+        elif isinstance(pattern, URLPattern) and pattern.name:
+            names.add(f"{namespace}{pattern.name}")
+    return names
+
+
+def test_the_matrix_covers_every_route():
+    routes = {name for name in _route_names(get_resolver()) if not name.startswith("django.contrib")}
+    covered = {row.route for row in ROWS}
+
+    assert routes - covered == set(), "add rows to ROWS for these routes"
