@@ -1,6 +1,7 @@
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
@@ -35,6 +36,8 @@ class Command(BaseCommand):
             self.stdout.write("database already has usage; demo data not loaded (use --force)")
         else:
             self._load(gpus=gpus, days=days, interval=interval)
+            # Without beat (the embedded default) nothing evaluates on a schedule: give the demo its findings now.
+            call_command("evaluate_findings", stdout=self.stdout)
         self._users()
 
     def _load(self, *, gpus: int, days: int, interval: int) -> None:
