@@ -137,7 +137,7 @@ def _ingest_worker() -> Iterator[subprocess.Popen | None]:
         ]  # fmt: skip
         env = {**os.environ, "DATABASE_URL": _database_url()}
         with (Path(tmp) / "worker.log").open("w") as log:
-            process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
             try:
                 yield process
             finally:
