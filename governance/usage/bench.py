@@ -1,9 +1,12 @@
 """Ingest and chargeback figures for `manage.py bench` (PostgreSQL; run on a throwaway bench database).
 
-- ingest_samples_per_s: simulated batches POSTed to /api/v1/ingest/ through Django's WSGI handler, each
-  processed by the ingest task in-process (Celery eager: the same function a worker runs), from the
-  first POST to the last batch processed; ingest_vs_copy divides it by the rate of a raw binary COPY
-  (psycopg set_types/write_row) of the very same rows into an empty copy of usage_sample, same run.
+- ingest_samples_per_s: simulated batches POSTed to /api/v1/ingest/ through Django's WSGI handler while a
+  real `celery worker -Q ingest --pool solo` process, on CELERY_BROKER_URL and the bench database,
+  consumes the inbox concurrently (the deployed pipeline), from the first POST to the last batch
+  processed. Without a broker the task runs in-process right after each POST (Celery eager), which
+  measures web + worker time in series; `ingest_mode` says which ran. Best of INGEST_RUNS runs of
+  ~92,000 samples each. ingest_vs_copy divides the rate by that of a raw binary COPY (psycopg
+  set_types/write_row, best of three) of the very same rows into an empty copy of usage_sample, same run.
 - chargeback_ms_1x / _10x: the month's chargeback for the same jobs and GPUs sampled every 60 s and
   every 6 s; chargeback_vs_sql: the selector's time over a hand-written SQL aggregate on the rollups.
 """
@@ -11,11 +14,19 @@
 from __future__ import annotations
 
 import inspect
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
+from django.conf import settings
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.test import Client
@@ -36,6 +47,9 @@ SMALL_BATCH_RECORDS = 2_000
 INGEST_GPUS, INGEST_HOURS, INGEST_INTERVAL_S = 64, 4, 10
 CHARGEBACK_GPUS, CHARGEBACK_DAYS = 16, 2
 REPEATS = 5
+INGEST_RUNS = 3
+WORKER_TIMEOUT_S = 300
+ROOT = Path(__file__).resolve().parents[2]
 
 # What a finance analyst would write by hand: allocated GPU-hours per team from the job rollup, priced
 # at the rate in force at each hour.
@@ -102,41 +116,103 @@ def _copy_rate(table: str = "bench_copy") -> float:
     return best
 
 
-def _ingest_rate(token: str, bodies: list[bytes]) -> float:
-    """Samples per second from the first POST to the last batch processed (the task runs right after each POST)."""
+def _database_url() -> str:
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@contextmanager
+def _ingest_worker() -> Iterator[subprocess.Popen | None]:
+    """A real ingest worker process on the bench database, or None (in-process eager) without a broker."""
+    if not settings.CELERY_BROKER_URL:
+        yield None
+        return
+    celery_app.control.purge()  # tasks left on this broker by earlier runs name other databases' batches
+    with tempfile.TemporaryDirectory() as tmp:
+        pidfile = Path(tmp) / "worker.pid"
+        command = [
+            sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", "ingest", "--pool", "solo",
+            "--pidfile", str(pidfile), "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip",
+            "--without-mingle",
+        ]  # fmt: skip
+        env = {**os.environ, "DATABASE_URL": _database_url()}
+        with (Path(tmp) / "worker.log").open("w") as log:
+            process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+            try:
+                yield process
+            finally:
+                if pidfile.exists():
+                    os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
+                else:
+                    process.terminate()
+                process.wait(timeout=60)
+
+
+def _wait_processed(worker: subprocess.Popen) -> None:
+    deadline = time.monotonic() + WORKER_TIMEOUT_S
+    while IngestBatch.objects.filter(processed_at__isnull=True).exists():
+        if worker.poll() is not None:
+            raise RuntimeError(f"the ingest worker exited with {worker.returncode}")
+        if time.monotonic() > deadline:
+            raise RuntimeError("the ingest worker did not process the bench batches in time")
+        time.sleep(0.01)
+
+
+def _ingest_rate(token: str, bodies: list[bytes], worker: subprocess.Popen | None) -> float:
+    """Samples per second from the first POST to the last batch processed; checks none was lost or doubled."""
     before = Sample.objects.count()
+    expected = sum(body.count(b'"kind":"sample"') for body in bodies)
     client = Client()
     auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
     eager = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
+    celery_app.conf.task_always_eager = worker is None
     try:
         started = time.perf_counter()
         for body in bodies:
             response = client.post("/api/v1/ingest/", data=body, content_type="application/json", **auth)
             if response.status_code != 202:
                 raise RuntimeError(f"ingest answered {response.status_code}: {response.content[:200]!r}")
+        if worker is not None:
+            _wait_processed(worker)
         elapsed = time.perf_counter() - started
     finally:
         celery_app.conf.task_always_eager = eager
     if IngestBatch.objects.filter(processed_at__isnull=True).exists():
         raise RuntimeError("some bench batches were not processed")
-    return (Sample.objects.count() - before) / elapsed
+    written = Sample.objects.count() - before
+    if written != expected:
+        raise RuntimeError(f"{expected} samples were posted but {written} written")
+    return written / elapsed
 
 
 def bench_ingest(out: Out) -> None:
+    with _ingest_worker() as worker:
+        out("ingest_mode", "worker_process" if worker is not None else "in_process_sequential (no CELERY_BROKER_URL)")
+        _bench_ingest(out, worker)
+
+
+def _bench_ingest(out: Out, worker: subprocess.Popen | None) -> None:
     token = _setup()
     end = datetime(2026, 10, 20, tzinfo=UTC)
-    sim = SimulatedCluster(cluster="bench", gpus=INGEST_GPUS, start=end - timedelta(hours=INGEST_HOURS), end=end)
     every = timedelta(seconds=INGEST_INTERVAL_S)
     # Warm up (connections, first-seen GPUs and jobs, plans) on a day the measured runs do not touch.
     warm = SimulatedCluster(
         cluster="bench", gpus=INGEST_GPUS, start=end - timedelta(days=2, hours=1), end=end - timedelta(days=2)
     )
-    _ingest_rate(token, _batches(warm.history(every), BATCH_RECORDS))
+    _ingest_rate(token, _batches(warm.history(every), BATCH_RECORDS), worker)
     call_command("flush", interactive=False, verbosity=0)
     token = _setup()
-    rate = _ingest_rate(token, _batches(sim.history(every), BATCH_RECORDS))
-    samples = Sample.objects.count()
+    # Best of INGEST_RUNS, each on its own four hours, as the COPY reference is best of its runs: on a
+    # shared machine one run can fall on a busy moment, and both sides should be read the same way.
+    rate = 0.0
+    for run in range(INGEST_RUNS):
+        day_end = end - timedelta(days=run)
+        window = SimulatedCluster(
+            cluster="bench", gpus=INGEST_GPUS, start=day_end - timedelta(hours=INGEST_HOURS), end=day_end
+        )
+        rate = max(rate, _ingest_rate(token, _batches(window.history(every), BATCH_RECORDS), worker))
+    samples = Sample.objects.count() // INGEST_RUNS
     copy = _copy_rate()
     out("ingest_batch_records", BATCH_RECORDS)
     out("ingest_samples", samples)
@@ -146,7 +222,7 @@ def bench_ingest(out: Out) -> None:
     later = SimulatedCluster(
         cluster="bench-small", gpus=INGEST_GPUS, start=end, end=end + timedelta(hours=INGEST_HOURS)
     )
-    small = _ingest_rate(token, _batches(later.history(every), SMALL_BATCH_RECORDS))
+    small = _ingest_rate(token, _batches(later.history(every), SMALL_BATCH_RECORDS), worker)
     out(f"ingest_samples_per_s_{SMALL_BATCH_RECORDS}_record_batches", round(small))
     out(f"ingest_vs_copy_{SMALL_BATCH_RECORDS}_record_batches", round(small / copy, 3))
 

@@ -80,11 +80,13 @@ class Sample(models.Model):
     """One reading of one GPU at one time (append-only raw data, kept for the retention period).
 
     On PostgreSQL the table is partitioned by month on ts (migration 0003, governance/usage/partitions.py)
-    and its primary key is (id, ts); the ORM still addresses rows by id, which the sequence keeps unique.
+    and carries no B-tree index and no primary key constraint (migration 0006): everything that reads
+    usage reads the hourly rollups, so an index here would only make every insert dearer. The ORM still
+    addresses rows by id, which the sequence keeps unique; a BRIN index on ts serves range deletes.
     """
 
     ts = models.DateTimeField()
-    # (gpu, ts) serves every lookup by GPU; a second index on gpu alone would only slow ingest down.
+    # Nothing reads raw samples by GPU either (heatmaps read GpuHour): no index.
     gpu = models.ForeignKey(Gpu, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+")
     # Nothing reads raw samples by job (reports read the rollups), so no index on job either.
     job = models.ForeignKey(
@@ -104,9 +106,6 @@ class Sample(models.Model):
     nvlink_mibps = models.FloatField(null=True)
     host_cpu_util = models.FloatField(null=True)
     io_wait = models.FloatField(null=True)
-
-    class Meta:
-        indexes = [models.Index(fields=["gpu", "ts"], name="sample_gpu_ts_idx")]
 
     def __str__(self) -> str:
         return f"GPU {self.gpu_id} at {self.ts:%Y-%m-%d %H:%M:%S}: {self.sm_util}% SM"

@@ -39,7 +39,8 @@ class ProcessResult:
 
 def usage_batch_receive(*, body: bytes) -> Receipt:
     """Validate a JSON batch and store it in the inbox; raises BatchInvalid or BatchConflict."""
-    return usage_batch_store(batch=decode_batch(body), body=body)
+    with writer.gc_paused():
+        return usage_batch_store(batch=decode_batch(body), body=body)
 
 
 def usage_batch_store(*, batch: Batch, body: bytes) -> Receipt:
@@ -87,7 +88,8 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
             if inbox is None:
                 return None
             writer.commit_without_flush()
-            result = usage_records_write(batch=decode_batch(writer.inbox_body(inbox_pk)))
+            with writer.gc_paused():
+                result = usage_records_write(batch=decode_batch(writer.inbox_body(inbox_pk)))
             inbox.processed_at = timezone.now()
             inbox.attempts += 1
             inbox.last_error = ""

@@ -26,15 +26,26 @@ def rows_in(table: str) -> int:
 
 
 @postgres_only
-def test_the_sample_table_is_partitioned_by_month_with_ts_in_its_primary_key():
+def test_the_sample_table_is_partitioned_by_month_with_only_a_brin_index_on_ts():
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT a.attname FROM pg_index i"
-            " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)"
-            " WHERE i.indrelid = 'usage_sample'::regclass AND i.indisprimary ORDER BY a.attname"
+            "SELECT am.amname, pg_get_indexdef(i.indexrelid) FROM pg_index i"
+            " JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam"
+            " WHERE i.indrelid = 'usage_sample'::regclass"
         )
-        assert [row[0] for row in cursor.fetchall()] == ["id", "ts"]
+        indexes = cursor.fetchall()
+    assert [am for am, _ in indexes] == ["brin"] and "(ts)" in indexes[0][1]
     assert partitions.is_partitioned()
+
+
+@postgres_only
+def test_samples_keep_distinct_ids_without_a_primary_key_constraint():
+    ingest(series(start=at("2026-11-03T09:00:00Z"), minutes=5))
+    ingest(series(start=at("2026-11-03T10:00:00Z"), minutes=5))
+
+    ids = list(Sample.objects.values_list("id", flat=True))
+    assert len(ids) == len(set(ids)) == 10
+    assert Sample.objects.get(pk=ids[0]).pk == ids[0]
 
 
 @postgres_only
