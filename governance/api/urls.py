@@ -1,4 +1,4 @@
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import api_view, permission_classes
@@ -49,7 +49,8 @@ urlpatterns = [
     path("ingest/", IngestView.as_view(), name="ingest"),
     path("chargeback/", ChargebackView.as_view(), name="chargeback"),
     path("findings/", FindingListView.as_view(), name="findings"),
-    path("findings/<int:pk>/state/", FindingStateView.as_view(), name="finding-state"),
+    # Any id reaches the view, so an unknown one is a 404 in the API's error shape, not Django's HTML page.
+    re_path(r"^findings/(?P<pk>-?\d+)/state/$", FindingStateView.as_view(), name="finding-state"),
     path("", include("governance.costs.api_urls")),
     *(url for domain in DOMAINS for url in getattr(domain, "URLS", [])),
     *router.urls,

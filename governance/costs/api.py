@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import renderers, serializers, status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -66,7 +67,7 @@ class CsvRenderer(renderers.BaseRenderer):
     format = "csv"
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
-        # Only errors reach a renderer here (a 400 or 403): they keep the API's JSON error shape.
+        # Never reached in practice: ChargebackView hands errors to the JSON renderer (finalize_response).
         return json.dumps(data, default=str).encode()
 
 
@@ -107,6 +108,13 @@ class ChargebackView(APIView):
             if c.team in visible or (request.user.sees_all_costs and not slug)
         ]  # fmt: skip
         return Response(TeamChargeSerializer(rows, many=True).data)
+
+    def finalize_response(self, request: Request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if isinstance(response, Response) and isinstance(getattr(response, "accepted_renderer", None), CsvRenderer):
+            # The CSV streams past the renderers; what reaches one is an error, which is JSON and must say so.
+            response.accepted_renderer, response.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        return response
 
 
 class MonthCloseView(APIView):

@@ -59,7 +59,8 @@ class FindingStateView(APIView):
     permission_classes = [HasReadScope]
 
     @extend_schema(request=StateChange, responses=FindingSerializer)
-    def post(self, request: Request, pk: int, format: str | None = None) -> Response:
+    def post(self, request: Request, pk: str, format: str | None = None) -> Response:
+        pk = int(pk)
         if not findings_visible(user=request.user).filter(pk=pk).exists():
             return error_response(status.HTTP_404_NOT_FOUND, "not_found", "No such finding.")
         change = StateChange(data=request.data)

@@ -7,17 +7,21 @@ from django.core.cache import cache
 
 from governance.api.models import AuditEntry
 from governance.api.services import api_token_create, audit_entry_record
+from governance.costs.services import budget_set, statement_close
+from governance.efficiency.models import Finding
+from governance.efficiency.services import findings_evaluate_all
 from governance.fleet.models import Cluster, Gpu, Node
+from governance.lib.months import Month
 from governance.org.models import Membership, Project, ProjectMapping
 from governance.usage.models import Job
-from tests.factories import ingest, job_record, rate, series
+from tests.factories import at, ingest, job_record, rate, series
 
 NOV = datetime(2026, 11, 3, 10, tzinfo=UTC)
 
 # What a viewer of one team must never find in a response: the other team's names and people.
 NLP_MARKERS = ["llm-pretrain", '"nlp"', "NLP", "alice", "bob"]
 VISION_MARKERS = ["detector", '"vision"', "Vision", "dave"]
-UNATTRIBUTED_MARKERS = ["zed", "nobody-knows", "(unattributed)"]
+UNATTRIBUTED_MARKERS = ["zebulon", "nobody-knows", "(unattributed)"]
 
 
 @pytest.fixture(autouse=True)
@@ -26,26 +30,38 @@ def _fast_passwords_and_fresh_throttles(settings):
     cache.clear()  # throttle counters live in the cache
 
 
-def usage_records(job_id: str, user: str, project: str, team: str | None, gpu: str) -> list[dict]:
+def usage_records(
+    job_id: str, user: str, project: str, team: str | None, gpu: str, sm_util: float = 87.5
+) -> list[dict]:
     job = job_record(
         job_id=job_id, user=user, project=project, team=team, gpus=1,
         start_time="2026-11-03T09:00:00Z", end_time="2026-11-03T12:00:00Z", state="completed",
     )  # fmt: skip
-    samples = series(start=NOV, minutes=60, every_s=600, job_id=job_id, gpu_uuid=gpu, node=f"node-{gpu}")
+    samples = series(
+        start=NOV, minutes=60, every_s=600, job_id=job_id, gpu_uuid=gpu, node=f"node-{gpu}", sm_util=sm_util
+    )
     return [job, *samples]
 
 
 @pytest.fixture
 def world(cast):
-    """Jobs of alice and bob (nlp), dave (vision) and zed (no team), each with an hour of samples."""
+    """Jobs of alice and bob (nlp), dave (vision) and zebulon (no team), each with an hour of samples.
+
+    alice's GPU is busy; bob's, dave's and zebulon's sit idle, so each of their jobs has findings. Each team
+    has a November budget; October is closed, November open.
+    """
     rate(price="2.00")
     ingest([
         *usage_records("1", "alice", "llm-pretrain", "nlp", "GPU-a"),
-        *usage_records("2", "bob", "llm-pretrain", "nlp", "GPU-b"),
-        *usage_records("3", "dave", "detector", "vision", "GPU-c"),
-        *usage_records("4", "zed", "nobody-knows", None, "GPU-d"),
+        *usage_records("2", "bob", "llm-pretrain", "nlp", "GPU-b", sm_util=0.0),
+        *usage_records("3", "dave", "detector", "vision", "GPU-c", sm_util=0.0),
+        *usage_records("4", "zebulon", "nobody-knows", None, "GPU-d", sm_util=0.0),
     ])  # fmt: skip
     jobs = {job.external_id: job for job in Job.objects.all()}
+    findings_evaluate_all(now=at("2026-11-10T00:00:00Z"))
+    statement_close(month=Month.parse("2026-10"), user=cast.finance, now=at("2026-11-10T00:00:00Z"))
+    for team in (cast.nlp, cast.vision):
+        budget_set(team=team, month=Month.parse("2026-11"), amount="1000.00")
     alice_token, _ = api_token_create(user=cast.alice, name="alice-laptop", scope="read")
     vision_token, _ = api_token_create(user=cast.vision_lead, name="vision-ci", scope="read")
     ProjectMapping.objects.create(value="acct-nlp", project=Project.objects.get(slug="llm-pretrain"))
@@ -74,6 +90,8 @@ def world(cast):
             "alice_token": alice_token,
             "vision_token": vision_token,
             "audit": audit,
+            "finding_bob": Finding.objects.filter(job=jobs["2"]).first(),
+            "finding_dave": Finding.objects.filter(job=jobs["3"]).first(),
         },
     )
 

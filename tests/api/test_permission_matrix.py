@@ -7,6 +7,8 @@ get a Leak row. `test_the_matrix_covers_every_route` fails until every named rou
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,8 +38,18 @@ def seen_by(status: int, *roles: str, others: int = 404) -> dict[str, int]:
     return {**everyone(others), **dict.fromkeys(("admin", "finance", *roles), status)}
 
 
+def page_seen_by(status: int, *roles: str, others: int = 404) -> dict[str, int]:
+    """A page of one team's data: like seen_by, and the anonymous visitor is sent to the login page."""
+    return {**seen_by(status, *roles, others=others), "anonymous": 302}
+
+
 NLP = ("nlp_lead", "alice")
 PAGE = everyone(200, anonymous=302)
+# Costs: admin and finance everything, close months and export; anyone else gets 403 on those.
+FINANCE = {**admins(201), "finance": 201}
+# Finance's pages: anyone else is sent to their own team's month, or refused a post.
+FINANCE_PAGE = {**everyone(302, anonymous=302), "admin": 200, "finance": 200}
+FINANCE_POST_PAGE = {**everyone(403, anonymous=302), "admin": 302, "finance": 302}
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,64 @@ ROWS = [
     # Ingest takes an ingest token only; no session may ingest.
     Row("v1:ingest", "post", lambda w: f"{V1}/ingest/", everyone(403)),
     Row("v1:chargeback", "get", lambda w: f"{V1}/chargeback/?month=2026-11", everyone(200)),
+    # The FOCUS CSV has one row per job per day: leads (their team), finance and admins; engineers see totals only.
+    Row(
+        "v1:chargeback",
+        "get",
+        lambda w: f"{V1}/chargeback/?month=2026-11&format=csv",
+        {**everyone(200), "alice": 403},
+    ),
+    Row(
+        "v1:chargeback",
+        "get",
+        lambda w: f"{V1}/chargeback/?month=2026-11&team=vision&format=csv",
+        {**everyone(403), "admin": 200, "finance": 200, "vision_lead": 200},
+    ),
+    # Closing a month: finance and admins; a closed month (October) stays closed.
+    Row("v1:month-close", "post", lambda w: f"{V1}/months/2026-09/close/", FINANCE),
+    Row("v1:month-close", "post", lambda w: f"{V1}/months/2026-10/close/", {**FINANCE, "admin": 409, "finance": 409}),
+    # Rate cards and declared capacity are the price list of shared infrastructure: all read, admins set.
+    Row("v1:rates", "get", lambda w: f"{V1}/rates/", everyone(200)),
+    Row(
+        "v1:rates",
+        "post",
+        lambda w: f"{V1}/rates/",
+        admins(201),
+        {"gpu_model": "NVIDIA A100", "price_per_gpu_hour": "1.50", "valid_from": "2026-12-01T00:00:00Z"},
+    ),
+    Row("v1:capacity", "get", lambda w: f"{V1}/capacity/", everyone(200)),
+    Row(
+        "v1:capacity",
+        "post",
+        lambda w: f"{V1}/capacity/",
+        admins(201),
+        {"cluster": "c1", "gpu_model": "NVIDIA A100", "count": 8, "valid_from": "2026-12-01T00:00:00Z"},
+    ),
+    # Budgets: a lead sets their team's; finance and admins any team's.
+    Row("v1:budgets", "get", lambda w: f"{V1}/budgets/", everyone(200)),
+    Row(
+        "v1:budgets",
+        "post",
+        lambda w: f"{V1}/budgets/",
+        {**everyone(403), "admin": 201, "finance": 201, "nlp_lead": 201},
+        {"team": "nlp", "month": "2026-12", "amount": "500.00"},
+    ),
+    # Findings: on the jobs you may see; bob's job is nlp's (alice may not see it), dave's vision's.
+    Row("v1:findings", "get", lambda w: f"{V1}/findings/", everyone(200)),
+    Row(
+        "v1:finding-state",
+        "post",
+        lambda w: f"{V1}/findings/{w.finding_bob.pk}/state/",
+        seen_by(200, "nlp_lead"),
+        {"state": "acknowledged"},
+    ),
+    Row(
+        "v1:finding-state",
+        "post",
+        lambda w: f"{V1}/findings/{w.finding_dave.pk}/state/",
+        seen_by(200, "vision_lead"),
+        {"state": "dismissed", "reason": "a benchmark"},
+    ),
     # Teams and their reference data: read as the selectors allow, written by admins.
     Row("v1:team-list", "get", lambda w: f"{V1}/teams/", everyone(200)),
     Row("v1:team-list", "post", lambda w: f"{V1}/teams/", admins(201), {"slug": "audio", "name": "Audio"}),
@@ -155,6 +225,34 @@ ROWS = [
     # Pages.
     Row("dashboard:overview", "get", lambda w: "/?month=2026-11", PAGE),
     Row("dashboard:chargeback-csv", "get", lambda w: "/chargeback.csv?month=2026-11", PAGE),
+    Row("dashboard:heatmap", "get", lambda w: "/cluster/", PAGE),
+    Row("metrics", "get", lambda w: "/metrics", everyone(404, anonymous=404)),  # off until METRICS_TOKEN is set
+    # Costs pages: finance's month for finance and admins; anyone else is sent to their own team's month.
+    Row("costs:month", "get", lambda w: "/costs/?month=2026-11", FINANCE_PAGE),
+    Row("costs:team", "get", lambda w: "/costs/team/nlp/?month=2026-11", page_seen_by(200, *NLP)),
+    Row("costs:team", "get", lambda w: "/costs/team/vision/?month=2026-11", page_seen_by(200, "vision_lead")),
+    Row("costs:team-csv", "get", lambda w: "/costs/team/nlp/chargeback.csv?month=2026-11", page_seen_by(200, *NLP[:1])),
+    Row(
+        "costs:team-csv",
+        "get",
+        lambda w: "/costs/team/vision/chargeback.csv?month=2026-11",
+        page_seen_by(200, "vision_lead"),
+    ),
+    Row("costs:close", "post", lambda w: "/costs/close/2026-09/", FINANCE_POST_PAGE),
+    # Efficiency pages: a job and its findings as the job's visibility allows; the fleet for everyone.
+    Row("efficiency:job", "get", lambda w: f"/jobs/{w.job_alice.pk}/", page_seen_by(200, *NLP)),
+    Row("efficiency:job", "get", lambda w: f"/jobs/{w.job_bob.pk}/", page_seen_by(200, "nlp_lead")),
+    Row("efficiency:job", "get", lambda w: f"/jobs/{w.job_dave.pk}/", page_seen_by(200, "vision_lead")),
+    Row("efficiency:job", "get", lambda w: f"/jobs/{w.job_zed.pk}/", page_seen_by(200)),
+    Row("efficiency:findings", "get", lambda w: "/findings/", PAGE),
+    Row(
+        "efficiency:finding-state",
+        "post",
+        lambda w: f"/findings/{w.finding_bob.pk}/state/",
+        page_seen_by(302, "nlp_lead"),
+        {"state": "acknowledged"},
+    ),
+    Row("efficiency:cluster", "get", lambda w: f"/clusters/{w.cluster.name}/", PAGE),
     Row("login", "get", lambda w: "/accounts/login/", everyone(200, anonymous=200)),
     Row("logout", "post", lambda w: "/accounts/logout/", everyone(302, anonymous=302)),
     Row("password_change", "get", lambda w: "/accounts/password/", PAGE),
@@ -169,12 +267,17 @@ class Leak:
     """A list or export that holds team data, and what each role must and must never find in it."""
 
     name: str
-    url: Callable
+    url: Callable  # "{team}" in the URL becomes the viewer's own team
     must_show: dict[str, list[str]]
+    roles: tuple[str, ...] = ("nlp_lead", "alice", "vision_lead")
+    never: dict[str, list[str]] = field(default_factory=dict)  # markers this list alone could leak
 
 
 OWN_TEAM_ONLY = {"nlp_lead": VISION_MARKERS + UNATTRIBUTED_MARKERS, "alice": VISION_MARKERS + UNATTRIBUTED_MARKERS}
 OWN_TEAM_ONLY["vision_lead"] = NLP_MARKERS + UNATTRIBUTED_MARKERS
+
+LEADS = ("nlp_lead", "vision_lead")
+OWN_TEAM = {"nlp_lead": "nlp", "alice": "nlp", "vision_lead": "vision"}
 
 # fmt: off
 LEAKS = [
@@ -189,7 +292,24 @@ LEAKS = [
     Leak(
         "chargeback csv",
         lambda w: f"{V1}/chargeback/?month=2026-11&format=csv",
-        {"nlp_lead": ["NLP"], "vision_lead": ["Vision"]},
+        {"nlp_lead": ["NLP", "bob"], "vision_lead": ["Vision", "dave"]},
+        roles=LEADS,
+    ),
+    Leak("budgets", lambda w: f"{V1}/budgets/", {"nlp_lead": ['"nlp"'], "vision_lead": ['"vision"']}, roles=LEADS),
+    # Serialized findings name the job's team (null when unattributed), not its people.
+    Leak(
+        "findings",
+        lambda w: f"{V1}/findings/",
+        {"nlp_lead": ['"team":"nlp"'], "vision_lead": ['"team":"vision"']},
+        never={"nlp_lead": ['"team":null'], "alice": ['"team":"nlp"', '"team":null'], "vision_lead": ['"team":null']},
+    ),
+    Leak("findings page", lambda w: "/findings/", {"nlp_lead": ["bob", "idle_gpu"], "vision_lead": ["dave"]}),
+    Leak("team month", lambda w: "/costs/team/{team}/?month=2026-11", {"nlp_lead": ["NLP"], "vision_lead": ["Vision"]}),
+    Leak(
+        "team month csv",
+        lambda w: "/costs/team/{team}/chargeback.csv?month=2026-11",
+        {"nlp_lead": ["NLP", "alice", "bob"], "vision_lead": ["Vision", "dave"]},
+        roles=LEADS,
     ),
     Leak("page csv", lambda w: "/chargeback.csv?month=2026-11", {"alice": ["NLP"], "vision_lead": ["Vision"]}),
     Leak("overview", lambda w: "/?month=2026-11", {"nlp_lead": ["NLP"], "vision_lead": ["Vision"]}),
@@ -197,7 +317,7 @@ LEAKS = [
 ]
 # fmt: on
 # An engineer sees the team's totals but not a teammate's jobs.
-ENGINEER_NEVER = {"jobs": ["bob"], "tokens": ["vision-ci"]}
+ENGINEER_NEVER = {"jobs": ["bob"], "tokens": ["vision-ci"], "findings page": ["bob"], "team month": ["bob"]}
 
 
 def client_for(client, world, role: str):
@@ -225,10 +345,12 @@ def test_each_role_gets_the_status_the_matrix_says(client, world, row: Row, role
         assert set(response.json()["error"]) == {"code", "message", "details"}
 
 
-@pytest.mark.parametrize("role", ["nlp_lead", "alice", "vision_lead"])
-@pytest.mark.parametrize("leak", LEAKS, ids=[leak.name for leak in LEAKS])
+LEAK_CASES = [(leak, role) for leak in LEAKS for role in leak.roles]
+
+
+@pytest.mark.parametrize(("leak", "role"), LEAK_CASES, ids=[f"{leak.name}-{role}" for leak, role in LEAK_CASES])
 def test_lists_and_exports_never_include_another_teams_rows(client, world, leak: Leak, role: str):
-    response = client_for(client, world, role).get(leak.url(world))
+    response = client_for(client, world, role).get(leak.url(world).replace("{team}", OWN_TEAM[role]))
 
     body = body_of(response)
     assert response.status_code == 200
@@ -237,14 +359,16 @@ def test_lists_and_exports_never_include_another_teams_rows(client, world, leak:
     never = OWN_TEAM_ONLY[role] + (ENGINEER_NEVER.get(leak.name, []) if role == "alice" else [])
     if role in ("nlp_lead", "alice"):
         never = [m for m in never if m not in leak.must_show.get(role, [])]
+    never += leak.never.get(role, [])
     for marker in never:
         assert marker not in body, f"{role} sees {marker} in {leak.name}"
 
 
 def test_admin_and_finance_see_every_team_in_the_chargeback(client, world):
     for role in ("admin", "finance"):
-        body = client_for(client, world, role).get(f"{V1}/chargeback/?month=2026-11&format=csv")
-        assert {"NLP", "Vision", "(unattributed)"} <= {line.split(",")[1] for line in body_of(body).splitlines()[1:]}
+        body = body_of(client_for(client, world, role).get(f"{V1}/chargeback/?month=2026-11&format=csv"))
+        teams = {row["SubAccountName"] for row in csv.DictReader(io.StringIO(body))}
+        assert {"NLP", "Vision", "(unattributed)"} <= teams, role
 
 
 def _route_names(resolver: URLResolver, namespace: str = "") -> set[str]:

@@ -29,14 +29,20 @@ def api_schema(world):
         signal.connect(close_old_connections)
 
 
-def known_ids(world) -> dict[str, int]:
-    """Real objects for detail paths, so generated requests reach serializers and not only 404s."""
-    return {
+def known_ids(world) -> dict[str, dict]:
+    """Real objects for paths with parameters (by the path before the first one), so generated requests reach
+    serializers and not only 404s."""
+    ids = {
         "/api/v1/teams/": world.nlp.pk, "/api/v1/projects/": world.nlp_project.pk,
         "/api/v1/memberships/": world.alice_membership.pk, "/api/v1/project-mappings/": world.nlp_mapping.pk,
         "/api/v1/clusters/": world.cluster.pk, "/api/v1/nodes/": world.node.pk, "/api/v1/gpus/": world.gpu.pk,
         "/api/v1/jobs/": world.job_bob.pk, "/api/v1/tokens/": world.alice_token.pk, "/api/v1/audit/": world.audit.pk,
     }  # fmt: skip
+    return {
+        **{prefix: {"id": pk} for prefix, pk in ids.items()},
+        "/api/v1/findings/": {"pk": world.finding_bob.pk},
+        "/api/v1/months/": {"month": "2026-11"},
+    }
 
 
 def run_operation(operation, headers: dict[str, str], path_parameters: dict | None) -> None:
@@ -61,9 +67,8 @@ def test_the_api_answers_generated_requests_within_its_schema_and_without_5xx(ap
     for result in api_schema.get_all_operations():
         operation = result.ok()
         runs = [None]
-        if "{id}" in operation.path:
-            prefix = operation.path.split("{id}")[0]
-            runs.append({"id": ids[prefix]})
+        if "{" in operation.path:
+            runs.append(ids[operation.path.split("{")[0]])
         for path_parameters in runs:
             try:
                 run_operation(operation, headers, path_parameters)
