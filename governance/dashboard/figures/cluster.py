@@ -51,7 +51,15 @@ def cluster_utilisation(hours: Sequence[ClusterHour], target_percent: float) -> 
             "xaxis": {"title": {"text": "Hour (UTC)"}},
             # The line rides the overlaying axis so the idle bars never hide it.
             "yaxis": {"title": {"text": "Idle GPU-hours"}, "side": "right", "rangemode": "tozero", "showgrid": False},
-            "yaxis2": {"title": {"text": "Utilisation %"}, "overlaying": "y", "side": "left", "range": [0, 100]},
+            "yaxis2": {
+                "title": {"text": "Utilisation %"},
+                "overlaying": "y",
+                "side": "left",
+                "range": [0, 100],
+                "tickmode": "linear",
+                "tick0": 0,
+                "dtick": 20,
+            },
             "shapes": [
                 {
                     "type": "line",
