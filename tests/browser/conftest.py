@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import time_machine
 from django.conf import settings
 from django.test import Client
 
 from tests.dashboard.conftest import small_cluster_usage
+from tests.factories import at, ingest, job_record, series
 
 SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
 LAPTOP = {"width": 1366, "height": 768}
@@ -29,6 +31,38 @@ def browser_context_args(browser_context_args):
 @pytest.fixture
 def usage(cast):
     small_cluster_usage()
+
+
+# The day the world is looked at: November's usage is in the cluster page's last seven days, October has ended.
+TODAY = "2026-11-04T12:00:00Z"
+
+
+@pytest.fixture
+def world(cast) -> Iterator[dict[str, int]]:
+    """Every page's data, through the real ingest path: the small cluster of 3 Nov, an October job of alice's
+    that left a GPU idle, findings evaluated, budgets for NLP; the clock on TODAY. Yields {placeholder: job pk}."""
+    from governance.costs.services import budget_set
+    from governance.efficiency.services import findings_evaluate_all
+    from governance.lib.months import Month
+    from governance.usage.models import Job
+
+    with time_machine.travel(TODAY, tick=True):
+        small_cluster_usage()
+        start = at("2026-10-20T08:00:00Z")
+        ingest(
+            [
+                job_record(job_id="4", user="alice", project="llm-eval", gpus=2, submit_time="2026-10-20T07:50:00Z",
+                           start_time="2026-10-20T08:00:00Z", end_time="2026-10-20T12:00:00Z", state="completed"),
+                *series(start=start, minutes=240, every_s=600, job_id="4", sm_util=70.0, power_w=400.0),
+                *series(start=start, minutes=240, every_s=600, job_id="4", gpu_uuid="GPU-1", gpu_index=1,
+                        sm_util=0.0, power_w=60.0),
+            ]
+        )  # fmt: skip
+        findings_evaluate_all(now=at(TODAY))
+        for month, amount in [("2026-10", "40.00"), ("2026-11", "30.00")]:
+            budget_set(team=cast.nlp, month=Month.parse(month), amount=amount, thresholds=[50, 80, 100])
+        jobs = dict(Job.objects.values_list("external_id", "pk"))
+        yield {"nlp_job": jobs["2"], "alice_job": jobs["4"], "vision_job": jobs["3"]}
 
 
 @pytest.fixture
@@ -58,7 +92,8 @@ def chart_points(page, chart_id: str) -> int:
     return page.evaluate(
         """(id) => document.getElementById(id).data.reduce((n, t) => n + (t.type === "heatmap"
             ? t.z.flat().filter((v) => v !== null).length
-            : (t.q1 || t.y || []).filter((v) => v !== null).length), 0)""",
+            : t.type === "indicator" ? (t.value === null || t.value === undefined ? 0 : 1)
+            : (t.q1 || (t.orientation === "h" ? t.x : t.y) || []).filter((v) => v !== null).length), 0)""",
         chart_id,
     )
 

@@ -1,5 +1,7 @@
 import csv
 import io
+import json
+from decimal import ROUND_HALF_EVEN, Decimal
 
 import pytest
 
@@ -14,17 +16,18 @@ pytestmark = [
 
 
 @pytest.mark.parametrize(("target", "role"), cases(), ids=lambda v: v.name if isinstance(v, Page) else v)
-def test_every_page_loads_for_each_role_with_data_in_each_chart(page, live_server, usage, sign_in, console_errors,
+def test_every_page_loads_for_each_role_with_data_in_each_chart(page, live_server, world, sign_in, console_errors,
                                                                  target, role):  # fmt: skip
     sign_in(role)
 
-    response = page.goto(live_server.url + target.url)
+    response = page.goto(live_server.url + target.url.format(**world))
     wait_for_charts(page)
 
     assert response.status == 200
     drawn = page.eval_on_selector_all("[data-figure]", "els => els.map((el) => el.id)")
     assert sorted(drawn) == sorted(target.charts)
-    assert all(chart_points(page, chart) > 0 for chart in target.charts)
+    assert {chart: chart_points(page, chart) > 0 for chart in target.charts} == dict.fromkeys(target.charts, True)
+    assert [s for s in target.shows if not page.locator(s).first.is_visible()] == []
     assert console_errors == []
     assert screenshot(page, f"{target.name}-{role}").stat().st_size > 10_000
 
@@ -99,4 +102,79 @@ def test_the_login_form_signs_in_and_lands_on_the_overview(page, live_server, ca
 
     assert page.url.rstrip("/") == live_server.url
     assert page.is_visible("text=Sign out nlp-lead")
+    assert console_errors == []
+
+
+def _lines(page) -> list[list[str]]:
+    return page.eval_on_selector_all("#lines tbody tr", "rows => rows.map((r) => [...r.cells].map((c) => c.innerText))")
+
+
+def test_a_month_change_on_the_team_page_redraws_its_charts_with_that_months_lines(page, live_server, world, sign_in,
+                                                                                   console_errors):  # fmt: skip
+    sign_in("nlp_lead")
+    page.goto(live_server.url + "/costs/team/nlp/?month=2026-11")
+    wait_for_charts(page)
+    projects = "() => document.getElementById('cost-by-project').data[0].y"
+    before, lines_before = page.evaluate(projects), _lines(page)
+
+    page.fill("input[name=month]", "2026-10")
+    with page.expect_navigation():
+        page.click("button[type=submit]:has-text('Show')")
+    wait_for_charts(page)
+
+    after, lines_after = page.evaluate(projects), _lines(page)
+    assert "month=2026-10" in page.url
+    assert before == sorted({row[0] for row in lines_before}) and after == sorted({row[0] for row in lines_after})
+    assert before != after and chart_points(page, "cost-by-project") > 0
+    assert console_errors == []
+    screenshot(page, "costs-team-nlp-october-nlp_lead")
+
+
+def test_the_team_csv_download_holds_the_lines_on_screen(page, live_server, world, sign_in):
+    sign_in("nlp_lead")
+    page.goto(live_server.url + "/costs/team/nlp/?month=2026-11")
+    wait_for_charts(page)
+
+    with page.expect_download() as download:
+        page.click("a[download]")
+
+    rows = list(csv.DictReader(open(download.value.path(), encoding="utf-8")))
+    sums: dict[tuple[str, str], list[Decimal]] = {}
+    for row in rows:
+        key = (json.loads(row["Tags"])["project"], row["x_GpuModel"])
+        amounts = [Decimal(row[c]) for c in ("PricingQuantity", "BilledCost", "x_IdleCost")]
+        sums[key] = [a + b for a, b in zip(sums.get(key, [Decimal(0)] * 3), amounts, strict=True)]
+    from_csv = [[*k, _round(h, "0.1"), _round(c, "0.01"), _round(i, "0.01")] for k, (h, c, i) in sorted(sums.items())]
+    total = _round(sum((Decimal(row["BilledCost"]) for row in rows), Decimal(0)), "0.01")
+
+    assert download.value.suggested_filename == "chargeback-nlp-2026-11.csv"
+    assert from_csv and from_csv == _lines(page)
+    assert page.locator("#totals tr:has-text('Cost') td").first.inner_text() == f"{total} USD"
+
+
+def _round(amount: Decimal, step: str) -> str:
+    return str(amount.quantize(Decimal(step), rounding=ROUND_HALF_EVEN))
+
+
+def test_finance_closes_an_ended_month_from_its_page(page, live_server, world, sign_in, console_errors):
+    sign_in("finance")
+    page.goto(live_server.url + "/costs/?month=2026-10")
+
+    with page.expect_navigation():
+        page.click("#close-month")
+
+    assert "Closed on" in page.inner_text("#status") and page.locator("#close-month").count() == 0
+    assert console_errors == []
+
+
+def test_a_lead_acknowledges_a_finding_from_the_findings_page(page, live_server, world, sign_in, console_errors):
+    sign_in("nlp_lead")
+    page.goto(live_server.url + "/findings/")
+    open_before = page.locator(".finding button[value=acknowledged]").count()
+
+    with page.expect_navigation():
+        page.locator(".finding button[value=acknowledged]").first.click()
+
+    assert open_before > 0
+    assert page.locator(".finding button[value=acknowledged]").count() == open_before - 1
     assert console_errors == []

@@ -32,7 +32,8 @@ def cluster_utilisation(hours: Sequence[ClusterHour], target_percent: float) -> 
                 "name": "Effective utilisation",
                 "x": x,
                 "y": [round(h.utilisation, 2) for h in ordered],
-                "line": {"color": PALETTE[0]},
+                "yaxis": "y2",
+                "line": {"color": PALETTE[0], "width": 3},
                 "hovertemplate": "%{x}<br>%{y:.1f}% of capacity<extra></extra>",
             },
             {
@@ -40,7 +41,6 @@ def cluster_utilisation(hours: Sequence[ClusterHour], target_percent: float) -> 
                 "name": "Idle GPU-hours",
                 "x": x,
                 "y": [round(h.idle_gpu_hours, 3) for h in ordered],
-                "yaxis": "y2",
                 "marker": {"color": PALETTE[1]},
                 "opacity": 0.5,
                 "hovertemplate": "%{x}<br>%{y:.2f} idle GPU-hours<extra></extra>",
@@ -49,12 +49,22 @@ def cluster_utilisation(hours: Sequence[ClusterHour], target_percent: float) -> 
         "layout": {
             "title": {"text": "Effective utilisation (utilisation-weighted GPU-hours / capacity GPU-hours)"},
             "xaxis": {"title": {"text": "Hour (UTC)"}},
-            "yaxis": {"title": {"text": "Utilisation %"}, "range": [0, 100]},
-            "yaxis2": {"title": {"text": "Idle GPU-hours"}, "overlaying": "y", "side": "right", "rangemode": "tozero"},
+            # The line rides the overlaying axis so the idle bars never hide it.
+            "yaxis": {"title": {"text": "Idle GPU-hours"}, "side": "right", "rangemode": "tozero", "showgrid": False},
+            "yaxis2": {
+                "title": {"text": "Utilisation %"},
+                "overlaying": "y",
+                "side": "left",
+                "range": [0, 100],
+                "tickmode": "linear",
+                "tick0": 0,
+                "dtick": 20,
+            },
             "shapes": [
                 {
                     "type": "line",
                     "xref": "paper",
+                    "yref": "y2",
                     "x0": 0,
                     "x1": 1,
                     "y0": target_percent,
@@ -65,6 +75,7 @@ def cluster_utilisation(hours: Sequence[ClusterHour], target_percent: float) -> 
             "annotations": [
                 {
                     "xref": "paper",
+                    "yref": "y2",
                     "x": 0,
                     "y": target_percent,
                     "text": f"{target_percent:g}% (mature deployments)",
