@@ -84,3 +84,9 @@ def audited_delete(*, actor: User, token: ApiToken | None, instance: models.Mode
         object_pk=pk,
         changes=changes_between(before, {}),
     )
+
+
+def audit_request_write(*, request, action: str, instance: models.Model) -> AuditEntry:
+    """Record a write that an API view made through a domain service (who, with which token, what)."""
+    token = request.auth if isinstance(request.auth, ApiToken) else None
+    return audit_entry_record(actor=request.user, token=token, action=action, instance=instance)

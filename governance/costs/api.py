@@ -1,6 +1,7 @@
 import json
 
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import renderers, serializers, status
@@ -12,6 +13,8 @@ from rest_framework.views import APIView
 
 from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
+from governance.api.models import AuditEntry
+from governance.api.services import audit_request_write
 from governance.costs.focus import focus_csv
 from governance.costs.models import Budget, DeclaredCapacity, RateCard
 from governance.costs.selectors import chargeback_by_team, month_closed, statement_charges
@@ -130,7 +133,9 @@ class MonthCloseView(APIView):
         if parsed is None:
             return error_response(status.HTTP_400_BAD_REQUEST, "invalid", f"month: {month!r} is not YYYY-MM.")
         try:
-            close = statement_close(month=parsed, user=request.user)
+            with transaction.atomic():
+                close = statement_close(month=parsed, user=request.user)
+                audit_request_write(request=request, action=AuditEntry.Action.CLOSE, instance=close)
         except ValidationError as exc:
             return _validation_error(exc)
         body = {"month": str(parsed), "closed_at": close.closed_at, "lines": close.lines.count()}
@@ -172,11 +177,13 @@ class RateCardListView(AdminWrites):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         try:
-            card = rate_card_set(
-                gpu_model=v["gpu_model"], price=v["price_per_gpu_hour"], currency=v.get("currency", "USD"),
-                valid_from=v["valid_from"], cluster=(v.get("cluster") or {}).get("name"),
-                energy_price_per_kwh=v.get("energy_price_per_kwh"),
-            )  # fmt: skip
+            with transaction.atomic():
+                card = rate_card_set(
+                    gpu_model=v["gpu_model"], price=v["price_per_gpu_hour"], currency=v.get("currency", "USD"),
+                    valid_from=v["valid_from"], cluster=(v.get("cluster") or {}).get("name"),
+                    energy_price_per_kwh=v.get("energy_price_per_kwh"),
+                )  # fmt: skip
+                audit_request_write(request=request, action=AuditEntry.Action.CREATE, instance=card)
         except ValidationError as exc:
             return _validation_error(exc)
         return Response(RateCardSerializer(card).data, status=status.HTTP_201_CREATED)
@@ -208,9 +215,11 @@ class CapacityListView(AdminWrites):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         try:
-            row = capacity_set(
-                cluster=v["cluster"]["name"], gpu_model=v["gpu_model"], count=v["count"], valid_from=v["valid_from"]
-            )
+            with transaction.atomic():
+                row = capacity_set(
+                    cluster=v["cluster"]["name"], gpu_model=v["gpu_model"], count=v["count"], valid_from=v["valid_from"]
+                )
+                audit_request_write(request=request, action=AuditEntry.Action.CREATE, instance=row)
         except ValidationError as exc:
             return _validation_error(exc)
         return Response(CapacitySerializer(row).data, status=status.HTTP_201_CREATED)
@@ -250,10 +259,13 @@ class BudgetListView(APIView):
         if not teams_led(user=request.user).filter(pk=v["team"].pk).exists():
             return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", NOT_ALLOWED.format(who="its lead"))
         try:
-            budget = budget_set(
-                team=v["team"], month=Month.parse(v["month"]), amount=v["amount"], currency=v.get("currency", "USD"),
-                thresholds=v.get("thresholds") or None, webhook_url=v.get("webhook_url", ""),
-            )  # fmt: skip
+            with transaction.atomic():
+                budget = budget_set(
+                    team=v["team"], month=Month.parse(v["month"]), amount=v["amount"],
+                    currency=v.get("currency", "USD"), thresholds=v.get("thresholds") or None,
+                    webhook_url=v.get("webhook_url", ""),
+                )  # fmt: skip
+                audit_request_write(request=request, action=AuditEntry.Action.CREATE, instance=budget)
         except ValidationError as exc:
             return _validation_error(exc)
         return Response(BudgetSerializer(budget).data, status=status.HTTP_201_CREATED)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -10,6 +11,8 @@ from rest_framework.views import APIView
 
 from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
+from governance.api.models import AuditEntry
+from governance.api.services import audit_request_write
 from governance.efficiency.models import Finding
 from governance.efficiency.selectors import findings_visible
 from governance.efficiency.services import FindingStateError, finding_acknowledge, finding_dismiss
@@ -66,10 +69,13 @@ class FindingStateView(APIView):
         change = StateChange(data=request.data)
         change.is_valid(raise_exception=True)
         try:
-            if change.validated_data["state"] == "acknowledged":
-                finding = finding_acknowledge(finding_id=pk, user=request.user)
-            else:
-                finding = finding_dismiss(finding_id=pk, user=request.user, reason=change.validated_data["reason"])
+            with transaction.atomic():
+                if change.validated_data["state"] == "acknowledged":
+                    finding = finding_acknowledge(finding_id=pk, user=request.user)
+                else:
+                    reason = change.validated_data["reason"]
+                    finding = finding_dismiss(finding_id=pk, user=request.user, reason=reason)
+                audit_request_write(request=request, action=AuditEntry.Action.STATE, instance=finding)
         except FindingStateError as exc:
             return error_response(status.HTTP_400_BAD_REQUEST, "invalid", str(exc))
         return Response(FindingSerializer(findings_visible(user=request.user).get(pk=finding.pk)).data)

@@ -1,6 +1,9 @@
 import pytest
 
 from governance.api.models import AuditEntry
+from governance.efficiency.models import Finding
+from governance.efficiency.services import findings_evaluate_all
+from tests.factories import at, ingest, job_record, series
 
 pytestmark = pytest.mark.django_db
 
@@ -74,3 +77,41 @@ def test_the_audit_log_is_in_the_admin_site_read_only(client, cast):
 
     assert listing.status_code == 200 and b"Audio" in listing.content
     assert adding.status_code == 403
+
+
+def test_a_rate_card_added_through_the_api_is_recorded(client, cast):
+    client.force_login(cast.admin)
+    body = {"gpu_model": "NVIDIA H100 80GB HBM3", "price_per_gpu_hour": "2.50", "valid_from": "2027-01-01T00:00:00Z"}
+
+    response = client.post("/api/v1/rates/", data=body, content_type="application/json")
+
+    assert response.status_code == 201, response.content
+    entry = AuditEntry.objects.get(model="costs.ratecard")
+    assert (entry.actor, entry.action) == (cast.admin, "create")
+
+
+def test_a_refused_rate_card_records_nothing(client, cast):
+    client.force_login(cast.admin)
+    body = {"gpu_model": "NVIDIA H100 80GB HBM3", "price_per_gpu_hour": "2.50", "currency": "usd"}
+
+    assert client.post("/api/v1/rates/", data=body, content_type="application/json").status_code == 400
+    assert not AuditEntry.objects.filter(model="costs.ratecard").exists()
+
+
+def test_a_finding_acknowledged_through_the_api_is_recorded(client, cast):
+    ingest([
+        job_record(job_id="9", end_time="2026-11-03T13:12:00Z", state="completed"),
+        *series(start=at("2026-11-03T09:12:00Z"), minutes=240, job_id="9", sm_util=0.0),
+    ])  # fmt: skip
+    findings_evaluate_all(now=at("2026-11-04T00:00:00Z"))
+    finding = Finding.objects.filter(job__external_id="9").first()
+    assert finding is not None
+    client.force_login(cast.nlp_lead)
+
+    response = client.post(
+        f"/api/v1/findings/{finding.pk}/state/", data={"state": "acknowledged"}, content_type="application/json"
+    )
+
+    assert response.status_code == 200, response.content
+    entry = AuditEntry.objects.get(model="efficiency.finding")
+    assert (entry.actor, entry.action, entry.object_pk) == (cast.nlp_lead, "state", str(finding.pk))
