@@ -6,12 +6,15 @@ import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.db.models import Sum
 
+from governance.costs.selectors import reconcile
+from governance.lib.months import Month
 from governance.usage.models import GpuHour, IngestBatch, JobGpuHour, Sample
-from tests.factories import at, iso, job_record, sample_record
+from tests.factories import at, iso, job_record, rate, sample_record
 
 COLLECTORS, BATCHES, SAMPLES = 20, 10, 30
 
@@ -41,12 +44,15 @@ def collector_batches(n: int) -> list[bytes]:
             for i in range(SAMPLES)
         ]  # fmt: skip
         if b == 0:
-            records.insert(0, job_record(job_id=f"load-{n}", submit_time=iso(start), start_time=iso(start)))
+            end = iso(start + timedelta(minutes=BATCHES * SAMPLES))
+            job = job_record(job_id=f"load-{n}", submit_time=iso(start), start_time=iso(start), end_time=end)
+            records.insert(0, {**job, "state": "completed"})
         bodies.append(json.dumps({"batch_id": str(uuid.uuid4()), "collector": f"c{n}", "records": records}).encode())
     return bodies
 
 
 def test_twenty_collectors_posting_at_once_lose_and_double_nothing(live_server, ingest_token):
+    rate(price="2.00")
     url = f"{live_server.url}/api/v1/ingest/"
 
     def run(n: int) -> list[int]:
@@ -67,3 +73,7 @@ def test_twenty_collectors_posting_at_once_lose_and_double_nothing(live_server, 
     assert sum(GpuHour.objects.values_list("samples", flat=True)) == total
     per_job = JobGpuHour.objects.order_by().values_list("job__external_id").annotate(n=Sum("samples"))
     assert dict(per_job) == {f"load-{n}": BATCHES * SAMPLES for n in range(COLLECTORS)}
+    # The month the load landed in adds up: team charges + unallocated = capacity x rate, to the cent.
+    check = reconcile(month=Month(2026, 11), now=at("2026-12-02T00:00:00Z"))
+    assert check.ok, check.problems
+    assert [c.charged for c in check.clusters] == [Decimal(COLLECTORS * 5 * 2)]  # 20 GPUs x 5 h x 2.00
