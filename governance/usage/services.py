@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from collectors.records import Batch, JobRecord, SampleRecord, decode_batch, encode
@@ -95,13 +96,9 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
             inbox.last_error = ""
             inbox.save(update_fields=["processed_at", "attempts", "last_error"])
     except Exception as exc:
-        IngestBatch.objects.filter(pk=inbox_pk).update(attempts=inbox_attempts(inbox_pk) + 1, last_error=repr(exc))
+        IngestBatch.objects.filter(pk=inbox_pk).update(attempts=F("attempts") + 1, last_error=repr(exc))
         raise
     return result
-
-
-def inbox_attempts(inbox_pk: int) -> int:
-    return IngestBatch.objects.filter(pk=inbox_pk).values_list("attempts", flat=True).first() or 0
 
 
 def usage_records_write(*, batch: Batch) -> ProcessResult:

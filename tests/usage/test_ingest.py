@@ -130,3 +130,24 @@ def test_an_account_without_mapping_or_team_stays_unattributed():
 
     assert Job.objects.get().project is None
     assert not Project.objects.filter(slug="unknown-account").exists()
+
+
+def test_a_batch_whose_processing_fails_stays_in_the_inbox_with_its_error(monkeypatch):
+    receipt = usage_batch_receive(body=batch_body([sample_record()]))
+    inbox = IngestBatch.objects.get(batch_id=receipt.batch_id)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr("governance.usage.writer.samples_write", broken)
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            usage_batch_process(inbox_pk=inbox.pk)
+
+    inbox.refresh_from_db()
+    assert (inbox.processed_at, inbox.attempts) == (None, 2)
+    assert "disk full" in inbox.last_error
+    assert Sample.objects.count() == 0
+    monkeypatch.undo()
+    assert usage_batch_process(inbox_pk=inbox.pk) is not None
+    assert Sample.objects.count() == 1
