@@ -35,6 +35,16 @@ def gpu_hours(start: datetime, end: datetime, gpus: int) -> Decimal:
     return Decimal(microseconds * gpus) / MICROSECONDS_PER_HOUR
 
 
+def _index_at(rates: Sequence[Rate], moment: datetime) -> int:
+    """Index of the rate in force at `moment`; before the first rate, the first one."""
+    return max(bisect_right([r.valid_from for r in rates], moment) - 1, 0)
+
+
+def rate_at(rates: Sequence[Rate], moment: datetime) -> Rate | None:
+    """The rate in force at `moment` (rates sorted by valid_from), by the same rule price_interval prices with."""
+    return rates[_index_at(rates, moment)] if rates else None
+
+
 def price_interval(start: datetime, end: datetime, gpus: int, rates: Sequence[Rate]) -> Priced:
     """Price `gpus` GPUs held from start to end, each stretch at the rate in force (rates sorted by valid_from).
 
@@ -46,7 +56,7 @@ def price_interval(start: datetime, end: datetime, gpus: int, rates: Sequence[Ra
         hours = gpu_hours(start, end, gpus)
         return Priced(hours, hours * rates[-1].price_per_gpu_hour)
     starts = [r.valid_from for r in rates]
-    i = max(bisect_right(starts, start) - 1, 0)
+    i = _index_at(rates, start)
     cost = Decimal(0)
     cursor = start
     while cursor < end:

@@ -15,6 +15,7 @@ from django.db.models import Count, F, FloatField, Q, QuerySet, Sum
 from django.db.models.functions import Cast, TruncDay, TruncHour
 
 from governance.costs.ledger import rate_book
+from governance.costs.pricing import rate_at
 from governance.costs.selectors import UNATTRIBUTED, TeamCharge, chargeback_months
 from governance.lib.months import Month
 from governance.org.models import Team, User
@@ -132,14 +133,6 @@ def queue_waits(
     return dict(sorted(waits.items()))
 
 
-def _rate_at(rates: list, moment: datetime):
-    current = None
-    for r in rates:
-        if r.valid_from <= moment:
-            current = r
-    return current or (rates[0] if rates else None)
-
-
 def jobs_top_waste(
     *,
     user: User,
@@ -172,7 +165,7 @@ def jobs_top_waste(
     out = []
     for r in ranked:
         job = jobs[r["job_id"]]
-        rate = _rate_at(list(book.pricing(job.cluster.name, job.gpu_model).rates), start)
+        rate = rate_at(book.pricing(job.cluster.name, job.gpu_model).rates, start)
         idle = Decimal(str(round(r["idle"], 6)))
         out.append(
             JobWaste(

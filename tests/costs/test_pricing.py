@@ -1,6 +1,6 @@
 from decimal import Decimal
 
-from governance.costs.pricing import Rate, gpu_hours, price_interval
+from governance.costs.pricing import Rate, gpu_hours, price_interval, rate_at
 from tests.factories import at
 
 RATES = [
@@ -62,3 +62,14 @@ def test_the_rate_book_falls_back_to_the_cluster_default_then_the_global_default
     assert book.pricing("c1", "A40").rates[0].price_per_gpu_hour == Decimal("1.10")
     assert book.pricing("c2", "A40").rates[0].price_per_gpu_hour == Decimal("0.90")
     assert book.pricing("c2", "A40").at_default
+
+
+def test_the_rate_at_a_moment_is_the_one_in_force_then():
+    assert rate_at(RATES, at("2026-11-20T00:00:00Z")).price_per_gpu_hour == Decimal("3.00")
+    assert rate_at(RATES, at("2026-11-15T00:00:00Z")).price_per_gpu_hour == Decimal("3.00")
+    assert rate_at(RATES, at("2026-11-14T23:59:59Z")).price_per_gpu_hour == Decimal("2.00")
+
+
+def test_before_the_first_rate_the_first_rate_applies_and_no_rates_give_none():
+    assert rate_at(RATES, at("2026-10-01T00:00:00Z")) == RATES[0]
+    assert rate_at([], at("2026-10-01T00:00:00Z")) is None
