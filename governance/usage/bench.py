@@ -29,11 +29,13 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connection, transaction
+from django.db.models import Count
 from django.test import Client
 
 from collectors.records import Record, encode, new_batch
 from collectors.simulate import GPU_MODEL, SimulatedCluster
 from governance.celery import app as celery_app
+from governance.lib.money import to_cents
 from governance.lib.months import Month
 from governance.usage import writer
 from governance.usage.models import IngestBatch, Sample
@@ -48,6 +50,8 @@ INGEST_GPUS, INGEST_HOURS, INGEST_INTERVAL_S = 64, 4, 10
 CHARGEBACK_GPUS, CHARGEBACK_DAYS = 16, 2
 REPEATS = 5
 INGEST_RUNS = 3
+# As docker-compose.yml deploys it: one ingest worker process per core, each taking one batch at a time.
+INGEST_WORKERS = int(os.environ.get("BENCH_INGEST_WORKERS", 0)) or os.cpu_count() or 1
 WORKER_TIMEOUT_S = 300
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,7 +99,7 @@ def _setup() -> str:
 
 def _copy_rate(table: str = "bench_copy") -> float:
     """Rows per second of a raw binary COPY of every sample row into an empty copy of usage_sample."""
-    cols = ", ".join(writer.STAGE_COLUMNS)
+    cols = ", ".join(writer.SAMPLE_COLUMNS)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {cols} FROM usage_sample")
         rows = cursor.fetchall()
@@ -107,7 +111,7 @@ def _copy_rate(table: str = "bench_copy") -> float:
             cursor.execute(f"TRUNCATE {table}")
             started = time.perf_counter()
             with cursor.cursor.copy(f"COPY {table} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(writer.STAGE_TYPES)
+                copy.set_types(writer.SAMPLE_TYPES)
                 for row in rows:
                     copy.write_row(row)
             best = max(best, len(rows) / (time.perf_counter() - started))
@@ -132,9 +136,9 @@ def _ingest_worker() -> Iterator[subprocess.Popen | None]:
     with tempfile.TemporaryDirectory() as tmp:
         pidfile = Path(tmp) / "worker.pid"
         command = [
-            sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", "ingest", "--pool", "solo",
-            "--pidfile", str(pidfile), "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip",
-            "--without-mingle",
+            sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", "ingest",
+            "--concurrency", str(INGEST_WORKERS), "--prefetch-multiplier", "1", "--pidfile", str(pidfile),
+            "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle",
         ]  # fmt: skip
         env = {**os.environ, "DATABASE_URL": _database_url()}
         with (Path(tmp) / "worker.log").open("w") as log:
@@ -161,7 +165,7 @@ def _wait_processed(worker: subprocess.Popen) -> None:
 
 def _ingest_rate(token: str, bodies: list[bytes], worker: subprocess.Popen | None) -> float:
     """Samples per second from the first POST to the last batch processed; checks none was lost or doubled."""
-    before = Sample.objects.count()
+    before, batches_before = Sample.objects.count(), IngestBatch.objects.count()
     expected = sum(body.count(b'"kind":"sample"') for body in bodies)
     client = Client()
     auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
@@ -180,15 +184,39 @@ def _ingest_rate(token: str, bodies: list[bytes], worker: subprocess.Popen | Non
         celery_app.conf.task_always_eager = eager
     if IngestBatch.objects.filter(processed_at__isnull=True).exists():
         raise RuntimeError("some bench batches were not processed")
+    stored = IngestBatch.objects.count() - batches_before
+    if stored != len(bodies):
+        raise RuntimeError(f"{len(bodies)} batches were posted but {stored} stored")
     written = Sample.objects.count() - before
     if written != expected:
         raise RuntimeError(f"{expected} samples were posted but {written} written")
     return written / elapsed
 
 
+def _reconcile(out: Out, month: Month, label: str = "") -> None:
+    """The bench month adds up (team charges + unallocated = capacity x rate, to the cent), or the bench fails.
+
+    The simulated clusters hold their GPUs all month, and their jobs run past the sampled hours, so their
+    capacity is declared (as an admin would) rather than inferred from the few hours the bench samples.
+    """
+    from governance.costs.selectors import reconcile
+    from governance.costs.services import capacity_set
+    from governance.fleet.models import Cluster
+
+    for name, gpus in Cluster.objects.annotate(n=Count("gpus")).values_list("name", "n"):
+        capacity_set(cluster=name, gpu_model=GPU_MODEL, count=gpus, valid_from=month.start)
+    check = reconcile(month=month, now=month.end)
+    if not check.ok:
+        raise RuntimeError(f"{month} does not reconcile: {check.problems}")
+    total = to_cents(sum(c.charged for c in check.clusters))
+    out(f"reconcile_{month.year}_{month.month:02d}{label}", f"ok ({total} {check.currency}, to the cent)")
+
+
 def bench_ingest(out: Out) -> None:
     with _ingest_worker() as worker:
         out("ingest_mode", "worker_process" if worker is not None else "in_process_sequential (no CELERY_BROKER_URL)")
+        if worker is not None:
+            out("ingest_workers", INGEST_WORKERS)
         _bench_ingest(out, worker)
 
 
@@ -225,6 +253,8 @@ def _bench_ingest(out: Out, worker: subprocess.Popen | None) -> None:
     small = _ingest_rate(token, _batches(later.history(every), SMALL_BATCH_RECORDS), worker)
     out(f"ingest_samples_per_s_{SMALL_BATCH_RECORDS}_record_batches", round(small))
     out(f"ingest_vs_copy_{SMALL_BATCH_RECORDS}_record_batches", round(small / copy, 3))
+    out("ingest_batches_processed", IngestBatch.objects.filter(processed_at__isnull=False).count())
+    _reconcile(out, Month(end.year, end.month))
 
 
 def _load(sim: SimulatedCluster, every: timedelta) -> None:
@@ -272,6 +302,7 @@ def bench_chargeback(out: Out) -> None:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
         figures[label] = _best_ms(_chargeback(month, now=month.end))
+        _reconcile(out, month, f"_{label}")
 
         def by_sql() -> list[tuple]:
             with connection.cursor() as cursor:

@@ -54,10 +54,15 @@ class Job(models.Model):
 class IngestBatch(models.Model):
     """A batch as the API or an import received it: stored before 202, processed once by a worker."""
 
+    class Format(models.TextChoices):
+        JSON = "json", "JSON, exactly as received and validated"
+        PREPARED = "prepared", "Prepared: header and binary COPY rows (governance/usage/prepared.py)"
+
     batch_id = models.UUIDField(unique=True)
     collector = models.CharField(max_length=200)
-    body = models.BinaryField(help_text="The batch as JSON, exactly as validated.")
-    body_sha256 = models.CharField(max_length=64)
+    format = models.CharField(max_length=16, choices=Format.choices, default=Format.JSON)
+    body = models.BinaryField(help_text="The batch, in the form `format` names.")
+    body_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the JSON as received.")
     record_count = models.PositiveIntegerField()
     received_at = models.DateTimeField(auto_now_add=True)
     processed_at = models.DateTimeField(null=True, blank=True)

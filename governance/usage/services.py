@@ -8,13 +8,14 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from collectors.records import Batch, JobRecord, SampleRecord, decode_batch, encode
-from governance.usage import writer
+from collectors.records import Batch, decode_batch, encode
+from governance.usage import prepared, writer
 from governance.usage.models import IngestBatch
+from governance.usage.prepared import Prepared
 
 logger = logging.getLogger(__name__)
 
@@ -45,14 +46,22 @@ def usage_batch_receive(*, body: bytes) -> Receipt:
 
 
 def usage_batch_store(*, batch: Batch, body: bytes) -> Receipt:
-    """Store an already validated batch; once this returns, the batch is durable and will be processed."""
+    """Store an already validated batch; once this returns, the batch is durable and will be processed.
+
+    PostgreSQL stores the batch prepared (parsed here, once, and never again); SQLite stores the JSON.
+    """
     digest = hashlib.sha256(body).hexdigest()
+    stored, form = body, IngestBatch.Format.JSON
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        stored, form = prepared.encode(prepared.prepare(batch), connection.connection), IngestBatch.Format.PREPARED
     try:
         with transaction.atomic():
             inbox_pk = writer.inbox_insert(
                 batch_id=batch.batch_id,
                 collector=batch.collector,
-                body=body,
+                format=form,
+                body=stored,
                 body_sha256=digest,
                 record_count=len(batch.records),
             )
@@ -89,8 +98,12 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
             if inbox is None:
                 return None
             writer.commit_without_flush()
+            body = writer.inbox_body(inbox_pk)
             with writer.gc_paused():
-                result = usage_records_write(batch=decode_batch(writer.inbox_body(inbox_pk)))
+                if inbox.format == IngestBatch.Format.PREPARED:
+                    result = usage_prepared_write(batch=prepared.decode(body))
+                else:  # SQLite, or a batch stored before prepared batches existed
+                    result = usage_records_write(batch=decode_batch(body))
             inbox.processed_at = timezone.now()
             inbox.attempts += 1
             inbox.last_error = ""
@@ -102,12 +115,21 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
 
 
 def usage_records_write(*, batch: Batch) -> ProcessResult:
-    jobs = [r for r in batch.records if isinstance(r, JobRecord)]
-    samples = [r for r in batch.records if isinstance(r, SampleRecord)]
-    cluster_ids = writer.clusters_ensure({r.cluster for r in batch.records})
-    writer.jobs_upsert(jobs, cluster_ids)
-    written = writer.samples_write(samples, cluster_ids)
-    return ProcessResult(jobs=len(jobs), samples=written)
+    """Write a decoded batch now, in the current transaction (no inbox)."""
+    return usage_prepared_write(batch=prepared.prepare(batch))
+
+
+def usage_prepared_write(*, batch: Prepared) -> ProcessResult:
+    """Write a prepared batch in the current transaction: clusters, jobs, GPUs, then samples and rollups."""
+    header = batch.header
+    names = {g.cluster for g in header.gpus} | {r.cluster for r in header.jobs} | {c for c, _ in header.job_keys}
+    cluster_ids = writer.clusters_ensure(names)
+    writer.jobs_upsert(header.jobs, cluster_ids)
+    if header.samples:
+        gpu_ids = writer.gpus_upsert(header.gpus, cluster_ids)
+        job_ids = writer.job_ids_ensure(header.job_keys, cluster_ids)
+        writer.samples_write(batch.rows, gpu_ids, job_ids)
+    return ProcessResult(jobs=len(header.jobs), samples=header.samples)
 
 
 def inbox_sweep(*, older_than: timedelta = timedelta(minutes=2), limit: int = 1000) -> int:

@@ -1,4 +1,4 @@
-"""Writes decoded records: jobs and GPUs by upsert, samples through a staging table, rollups in SQL.
+"""Writes prepared batches: jobs and GPUs by upsert, samples through a staging table, rollups in SQL.
 
 Samples go into a temporary staging table (PostgreSQL: binary COPY; SQLite: executemany), then
 into the sample table and both hourly rollups with one set-based statement each.
@@ -7,27 +7,30 @@ into the sample table and both hourly rollups with one set-based statement each.
 from __future__ import annotations
 
 import gc
+import json
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 
 import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection
 from django.utils import timezone
 
-from collectors.records import TERMINAL_STATES, JobRecord, SampleRecord
+from collectors.records import TERMINAL_STATES, JobRecord
 from governance.fleet.models import Cluster, Node
 from governance.org.services import project_resolve
+from governance.usage import prepared
 from governance.usage.models import IngestBatch, Job
+from governance.usage.prepared import GpuFacts
 
-STAGE_COLUMNS = (
+# usage_sample's columns as the writer fills them, and their types for a binary COPY.
+SAMPLE_COLUMNS = (
     "ts", "gpu_id", "job_id", "sm_util", "mem_used_mib", "mem_total_mib", "power_w", "gpu_numa_node",
     "cpu_numa_mask", "mem_util", "tensor_active", "dram_active", "pcie_rx_mibps", "pcie_tx_mibps",
     "nvlink_mibps", "host_cpu_util", "io_wait",
 )  # fmt: skip
-STAGE_TYPES = (
+SAMPLE_TYPES = (
     "timestamptz", "int8", "int8", "float8", "float8", "float8", "float8", "int2",
     "int8", "float8", "float8", "float8", "float8", "float8", "float8", "float8", "float8",
 )  # fmt: skip
@@ -38,21 +41,29 @@ STAGE = "usage_sample_stage"
 # as hex (twice its size, parsed again by the server). A plain psycopg cursor on the same connection and
 # transaction sends and reads it as binary: an inbox write then costs what its bytes cost.
 INBOX_INSERT = """
-INSERT INTO usage_ingestbatch (batch_id, collector, body, body_sha256, record_count, received_at, attempts, last_error)
-VALUES (%s, %s, %s, %s, %s, %s, 0, '') RETURNING id
+INSERT INTO usage_ingestbatch (batch_id, collector, format, body, body_sha256, record_count, received_at, attempts,
+    last_error)
+VALUES (%s, %s, %s, %s, %s, %s, %s, 0, '') RETURNING id
 """
 
 
-def inbox_insert(*, batch_id: uuid.UUID, collector: str, body: bytes, body_sha256: str, record_count: int) -> int:
+def inbox_insert(
+    *, batch_id: uuid.UUID, collector: str, format: str, body: bytes, body_sha256: str, record_count: int
+) -> int:
     """Store a batch in the inbox within the current transaction; raises IntegrityError on a known batch id."""
     if connection.vendor != "postgresql":
         return IngestBatch.objects.create(
-            batch_id=batch_id, collector=collector, body=body, body_sha256=body_sha256, record_count=record_count
+            batch_id=batch_id,
+            collector=collector,
+            format=format,
+            body=body,
+            body_sha256=body_sha256,
+            record_count=record_count,
         ).pk
     connection.ensure_connection()
     try:
         with psycopg.Cursor(connection.connection) as cursor:
-            cursor.execute(INBOX_INSERT, [batch_id, collector, body, body_sha256, record_count, timezone.now()])
+            cursor.execute(INBOX_INSERT, [batch_id, collector, format, body, body_sha256, record_count, timezone.now()])
             return cursor.fetchone()[0]
     except psycopg.IntegrityError as exc:
         raise IntegrityError(str(exc)) from exc
@@ -96,15 +107,6 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def numa_mask(nodes: Sequence[int] | None) -> int | None:
-    if nodes is None:
-        return None
-    mask = 0
-    for node in nodes:
-        mask |= 1 << node
-    return mask
-
-
 def clusters_ensure(names: Iterable[str]) -> dict[str, int]:
     names = set(names)
     known = dict(Cluster.objects.filter(name__in=names).values_list("name", "id"))
@@ -146,41 +148,32 @@ RETURNING id, cluster_id, uuid
 """
 
 
-def gpus_ensure(samples: Sequence[SampleRecord], cluster_ids: dict[str, int]) -> dict[tuple[int, str], int]:
-    """Upsert the nodes and GPUs the samples name (the latest sample's facts win); (cluster id, uuid) -> GPU id.
+def gpus_upsert(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> list[int]:
+    """Upsert the nodes and GPUs a batch names (a later sample's facts win); their ids, in the same order.
 
     One statement for all GPUs of the batch: this runs once per batch on the ingest hot path.
     """
-    by_name: dict[tuple[str, str], SampleRecord] = {}
-    first_by_name: dict[tuple[str, str], datetime] = {}
-    for s in samples:  # once per sample: keep it lean
-        key = (s.cluster, s.gpu_uuid)
-        seen = by_name.get(key)
-        if seen is None:
-            by_name[key] = s
-            first_by_name[key] = s.ts
-        elif s.ts > seen.ts:
-            by_name[key] = s
-        elif s.ts < first_by_name[key]:
-            first_by_name[key] = s.ts
-    latest = {(cluster_ids[c], u): s for (c, u), s in by_name.items()}
-    first = {(cluster_ids[c], u): ts for (c, u), ts in first_by_name.items()}
-    node_ids = nodes_ensure({(cid, s.node) for (cid, _), s in latest.items()})
+    if not gpus:
+        return []
+    node_ids = nodes_ensure({(cluster_ids[g.cluster], g.node) for g in gpus})
     adapt = connection.ops.adapt_datetimefield_value
     params: list[object] = []
-    for (cid, gpu_uuid), s in sorted(latest.items()):  # a fixed order: two workers never deadlock on GPU rows
-        params += [cid, gpu_uuid, node_ids[(cid, s.node)], s.gpu_index, s.gpu_model, s.mem_total_mib, s.gpu_numa_node]
-        params += [s.mig_profile or "", adapt(first[(cid, gpu_uuid)]), adapt(s.ts)]
+    # A fixed order: two workers never deadlock on GPU rows.
+    for g in sorted(gpus, key=lambda g: (cluster_ids[g.cluster], g.uuid)):
+        cid = cluster_ids[g.cluster]
+        params += [cid, g.uuid, node_ids[(cid, g.node)], g.index, g.model, g.mem_total_mib, g.numa_node]
+        params += [g.mig_profile, adapt(g.first_seen), adapt(g.last_seen)]
     postgres = connection.vendor == "postgresql"
     sql = GPU_UPSERT.format(
-        values=", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(latest)),
+        values=", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(gpus)),
         newer="excluded.last_seen_at >= fleet_gpu.last_seen_at",
         least="LEAST" if postgres else "min",
         greatest="GREATEST" if postgres else "max",
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return {(c, u): pk for pk, c, u in cursor.fetchall()}
+        ids = {(c, u): pk for pk, c, u in cursor.fetchall()}
+    return [ids[(cluster_ids[g.cluster], g.uuid)] for g in gpus]
 
 
 def _merge_job(job: Job, rec: JobRecord, project_id: int | None) -> None:
@@ -207,8 +200,36 @@ JOB_FIELDS = [
 ]  # fmt: skip
 
 
+JOB_TYPES = ["text", "text", "text", "int8", "int4", "text", "timestamptz", "timestamptz", "timestamptz", "text",
+             "jsonb", "bool"]  # fmt: skip
+
+# One statement for every changed job (PostgreSQL): Django's bulk_update builds a CASE per field and job,
+# which costs about a millisecond per job in Python.
+JOBS_UPDATE = """
+UPDATE usage_job SET {assignments}, updated_at = %s
+FROM unnest(%s::int8[], {arrays}) AS v (id, {fields}) WHERE usage_job.id = v.id
+"""
+
+
 def _job_values(job: Job) -> tuple:
     return tuple(getattr(job, field) for field in JOB_FIELDS)
+
+
+def _jobs_update(jobs: list[Job]) -> None:
+    if connection.vendor != "postgresql":
+        Job.objects.bulk_update(jobs, JOB_FIELDS)
+        return
+    sql = JOBS_UPDATE.format(
+        assignments=", ".join(f"{f} = v.{f}" for f in JOB_FIELDS),
+        arrays=", ".join(f"%s::{t}[]" for t in JOB_TYPES),
+        fields=", ".join(JOB_FIELDS),
+    )
+    columns = [[job.pk for job in jobs]]
+    for field in JOB_FIELDS:
+        values = [getattr(job, field) for job in jobs]
+        columns.append([json.dumps(v) for v in values] if field == "labels" else values)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [timezone.now(), *columns])
 
 
 def jobs_upsert(records: Sequence[JobRecord], cluster_ids: dict[str, int]) -> list[int]:
@@ -216,7 +237,8 @@ def jobs_upsert(records: Sequence[JobRecord], cluster_ids: dict[str, int]) -> li
     if not records:
         return []
     keys = {(cluster_ids[r.cluster], r.job_id) for r in records}
-    Job.objects.bulk_create([Job(cluster_id=c, external_id=e) for c, e in keys], ignore_conflicts=True)
+    # Sorted: two workers creating the same new jobs take the unique index's locks in one order.
+    Job.objects.bulk_create([Job(cluster_id=c, external_id=e) for c, e in sorted(keys)], ignore_conflicts=True)
     jobs = {
         (j.cluster_id, j.external_id): j
         for j in Job.objects.select_for_update()
@@ -234,85 +256,130 @@ def jobs_upsert(records: Sequence[JobRecord], cluster_ids: dict[str, int]) -> li
     # A collector repeats a running job's record every scrape; rewriting unchanged rows is most of the cost.
     changed = [jobs[k] for k in keys if _job_values(jobs[k]) != before[k]]
     if changed:
-        Job.objects.bulk_update(changed, JOB_FIELDS)
+        _jobs_update(changed)
     return [jobs[k].pk for k in keys]
 
 
-def job_ids_ensure(samples: Sequence[SampleRecord], cluster_ids: dict[str, int]) -> dict[tuple[int, str], int]:
-    keys = {(cluster_ids[s.cluster], s.job_id) for s in samples if s.job_id is not None}
+def job_ids_ensure(keys: Sequence[tuple[str, str]], cluster_ids: dict[str, int]) -> list[int]:
+    """Ids of the jobs (cluster name, external id) samples name, in the same order; unknown jobs are created."""
     if not keys:
-        return {}
+        return []
+    wanted = {(cluster_ids[c], e) for c, e in keys}
 
     def known() -> dict[tuple[int, str], int]:
-        rows = Job.objects.filter(cluster_id__in={c for c, _ in keys}, external_id__in={e for _, e in keys})
-        return {(c, e): pk for pk, c, e in rows.values_list("id", "cluster_id", "external_id") if (c, e) in keys}
+        rows = Job.objects.filter(cluster_id__in={c for c, _ in wanted}, external_id__in={e for _, e in wanted})
+        return {(c, e): pk for pk, c, e in rows.values_list("id", "cluster_id", "external_id") if (c, e) in wanted}
 
     ids = known()
-    if len(ids) < len(keys):  # samples of a job whose record has not come yet
-        Job.objects.bulk_create([Job(cluster_id=c, external_id=e) for c, e in keys - ids.keys()], ignore_conflicts=True)
+    if len(ids) < len(wanted):  # samples of a job whose record has not come yet; sorted: no deadlock
+        missing = sorted(wanted - ids.keys())
+        Job.objects.bulk_create([Job(cluster_id=c, external_id=e) for c, e in missing], ignore_conflicts=True)
         ids = known()
-    return ids
+    return [ids[(cluster_ids[c], e)] for c, e in keys]
 
 
-def _rows(samples, cluster_ids, gpu_ids, job_ids):
-    for s in samples:
-        cid = cluster_ids[s.cluster]
-        yield (
-            s.ts, gpu_ids[(cid, s.gpu_uuid)], job_ids[(cid, s.job_id)] if s.job_id is not None else None,
-            s.sm_util, s.mem_used_mib, s.mem_total_mib, s.power_w, s.gpu_numa_node,
-            numa_mask(s.job_cpu_numa_nodes), s.mem_util, s.tensor_active, s.dram_active, s.pcie_rx_mibps,
-            s.pcie_tx_mibps, s.nvlink_mibps, s.host_cpu_util, s.io_wait,
-        )  # fmt: skip
+def _stage(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: list[int]) -> None:
+    """Fill the per-transaction staging table.
 
-
-def _stage(rows: Iterable[tuple]) -> None:
-    cols = ", ".join(STAGE_COLUMNS)
+    PostgreSQL: the rows name GPUs and jobs by header position and, when they come from the inbox, are
+    already in binary COPY format: they are streamed in as they are, and the statements below map
+    positions to ids in SQL. SQLite: rows are inserted with their ids.
+    """
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            typed = ", ".join(f"{c} {t}" for c, t in zip(STAGE_COLUMNS, STAGE_TYPES, strict=True))
+            typed = ", ".join(f"{c} {t}" for c, t in zip(prepared.STAGE_COLUMNS, prepared.STAGE_TYPES, strict=True))
             cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} ({typed}) ON COMMIT DELETE ROWS")
-            cursor.execute(f"TRUNCATE {STAGE}")  # two batches may share one transaction
+            hours = ", ".join(f"{c} {t}" for c, t in zip(HOUR_COLUMNS, HOUR_TYPES, strict=True))
+            cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {HOUR_STAGE} ({hours}) ON COMMIT DELETE ROWS")
+            cursor.execute(f"TRUNCATE {STAGE}, {HOUR_STAGE}")  # two batches may share one transaction
+            cols = ", ".join(prepared.STAGE_COLUMNS)
             with cursor.cursor.copy(f"COPY {STAGE} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(STAGE_TYPES)
-                for row in rows:
-                    copy.write_row(row)
-        else:
-            cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} ({cols})")
-            cursor.execute(f"DELETE FROM {STAGE}")
-            marks = ", ".join(["%s"] * len(STAGE_COLUMNS))
-            adapt = connection.ops.adapt_datetimefield_value
-            cursor.executemany(f"INSERT INTO {STAGE} ({cols}) VALUES ({marks})", [(adapt(r[0]), *r[1:]) for r in rows])
+                if isinstance(rows, memoryview):
+                    copy.write(rows)
+                else:
+                    copy.set_types(prepared.STAGE_TYPES)
+                    for row in rows:
+                        copy.write_row(row)
+            return
+        cols = ", ".join(SAMPLE_COLUMNS)
+        cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} ({cols})")
+        cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {HOUR_STAGE} ({', '.join(HOUR_COLUMNS)})")
+        cursor.execute(f"DELETE FROM {STAGE}")
+        cursor.execute(f"DELETE FROM {HOUR_STAGE}")
+        marks = ", ".join(["%s"] * len(SAMPLE_COLUMNS))
+        adapt = connection.ops.adapt_datetimefield_value
+        cursor.executemany(
+            f"INSERT INTO {STAGE} ({cols}) VALUES ({marks})",
+            [(adapt(r[0]), *r[1:]) for r in prepared.rows_with_ids(rows, gpu_ids, job_ids)],
+        )
 
 
 def _sql(template: str) -> str:
+    """The statement for this database: {gpu} and {job} are a staged row's ids, {gpu_key} and {job_key}
+    what to group by (PostgreSQL: header positions, looked up in the batch's id arrays)."""
     if connection.vendor == "postgresql":
-        hour, greatest = "date_trunc('hour', ts)", "GREATEST"
-        mismatch = "(cpu_numa_mask & (1::int8 << gpu_numa_node)) = 0"
-    else:
-        hour, greatest = "strftime('%%Y-%%m-%%d %%H:00:00', ts)", "max"
-        mismatch = "(cpu_numa_mask & (1 << gpu_numa_node)) = 0"
-    return template.format(hour=hour, greatest=greatest, mismatch=mismatch, stage=STAGE)
+        return template.format(
+            stage=STAGE,
+            hour="date_trunc('hour', ts)",
+            greatest="GREATEST",
+            mismatch="(cpu_numa_mask & (1::int8 << gpu_numa_node)) = 0",
+            gpu="(%(gpu_ids)s::int8[])[gpu_ix]",
+            job="(%(job_ids)s::int8[])[job_ix]",
+            gpu_key="gpu_ix",
+            job_key="job_ix",
+        )
+    return template.format(
+        stage=STAGE,
+        hour="strftime('%%Y-%%m-%%d %%H:00:00', ts)",
+        greatest="max",
+        mismatch="(cpu_numa_mask & (1 << gpu_numa_node)) = 0",
+        gpu="gpu_id",
+        job="job_id",
+        gpu_key="gpu_id",
+        job_key="job_id",
+    )
 
 
-INSERT_SAMPLES = "INSERT INTO usage_sample ({cols}) SELECT {cols} FROM {{stage}}"
+INSERT_SAMPLES = (
+    f"INSERT INTO usage_sample ({', '.join(SAMPLE_COLUMNS)})"
+    f" SELECT ts, {{gpu}}, {{job}}, {', '.join(SAMPLE_COLUMNS[3:])} FROM {{stage}}"
+)
 
-UPSERT_JOB_HOURS = """
-INSERT INTO usage_jobgpuhour (job_id, gpu_id, hour, samples, idle_samples, sm_sum, sm_max, sm_sq_sum,
-    mem_used_max, mem_total_mib, power_sum, power_samples, numa_mismatch_samples, io_wait_sum, io_wait_samples,
-    host_cpu_sum, host_cpu_samples, tensor_sum, tensor_samples)
-SELECT job_id, gpu_id, {hour}, count(*), count(*) FILTER (WHERE sm_util < %(idle)s), sum(sm_util), max(sm_util),
-    sum(sm_util * sm_util), max(mem_used_mib), max(mem_total_mib), coalesce(sum(power_w), 0), count(power_w),
-    count(*) FILTER (WHERE {mismatch}), coalesce(sum(io_wait), 0), count(io_wait),
+# The batch's samples are aggregated once per (job, GPU, hour), unallocated samples under a NULL job; both
+# rollups are then folded from that handful of rows rather than from the samples again.
+HOUR_STAGE = "usage_hour_stage"
+HOUR_COLUMNS = (
+    "job_id", "gpu_id", "hour", "samples", "idle_samples", "sm_sum", "sm_max", "sm_sq_sum", "mem_used_max",
+    "mem_total_mib", "power_sum", "power_samples", "numa_mismatch_samples", "io_wait_sum", "io_wait_samples",
+    "host_cpu_sum", "host_cpu_samples", "tensor_sum", "tensor_samples",
+)  # fmt: skip
+HOUR_TYPES = (
+    "int8", "int8", "timestamptz", "int4", "int4", "float8", "float8", "float8", "float8", "float8", "float8",
+    "int4", "int4", "float8", "int4", "float8", "int4", "float8", "int4",
+)  # fmt: skip
+
+AGGREGATE_HOURS = f"""
+INSERT INTO {HOUR_STAGE} ({", ".join(HOUR_COLUMNS)})
+SELECT {{job}}, {{gpu}}, {{hour}}, count(*), count(*) FILTER (WHERE sm_util < %(idle)s), sum(sm_util),
+    max(sm_util), sum(sm_util * sm_util), max(mem_used_mib), max(mem_total_mib), coalesce(sum(power_w), 0),
+    count(power_w), count(*) FILTER (WHERE {{mismatch}}), coalesce(sum(io_wait), 0), count(io_wait),
     coalesce(sum(host_cpu_util), 0), count(host_cpu_util), coalesce(sum(tensor_active), 0), count(tensor_active)
-FROM {stage} WHERE job_id IS NOT NULL GROUP BY job_id, gpu_id, {hour}
+FROM {{stage}} GROUP BY {{job_key}}, {{gpu_key}}, {{hour}}
+"""
+
+# Each rollup upsert takes its row locks in key order (ORDER BY the ids), so two workers folding batches
+# into the same hours wait for each other rather than deadlock.
+UPSERT_JOB_HOURS = f"""
+INSERT INTO usage_jobgpuhour ({", ".join(HOUR_COLUMNS)})
+SELECT {", ".join(HOUR_COLUMNS)} FROM {HOUR_STAGE} WHERE job_id IS NOT NULL ORDER BY job_id, gpu_id, hour
 ON CONFLICT (job_id, gpu_id, hour) DO UPDATE SET
     samples = usage_jobgpuhour.samples + excluded.samples,
     idle_samples = usage_jobgpuhour.idle_samples + excluded.idle_samples,
     sm_sum = usage_jobgpuhour.sm_sum + excluded.sm_sum,
-    sm_max = {greatest}(usage_jobgpuhour.sm_max, excluded.sm_max),
+    sm_max = {{greatest}}(usage_jobgpuhour.sm_max, excluded.sm_max),
     sm_sq_sum = usage_jobgpuhour.sm_sq_sum + excluded.sm_sq_sum,
-    mem_used_max = {greatest}(usage_jobgpuhour.mem_used_max, excluded.mem_used_max),
-    mem_total_mib = {greatest}(usage_jobgpuhour.mem_total_mib, excluded.mem_total_mib),
+    mem_used_max = {{greatest}}(usage_jobgpuhour.mem_used_max, excluded.mem_used_max),
+    mem_total_mib = {{greatest}}(usage_jobgpuhour.mem_total_mib, excluded.mem_total_mib),
     power_sum = usage_jobgpuhour.power_sum + excluded.power_sum,
     power_samples = usage_jobgpuhour.power_samples + excluded.power_samples,
     numa_mismatch_samples = usage_jobgpuhour.numa_mismatch_samples + excluded.numa_mismatch_samples,
@@ -324,18 +391,18 @@ ON CONFLICT (job_id, gpu_id, hour) DO UPDATE SET
     tensor_samples = usage_jobgpuhour.tensor_samples + excluded.tensor_samples
 """
 
-UPSERT_GPU_HOURS = """
+UPSERT_GPU_HOURS = f"""
 INSERT INTO usage_gpuhour (gpu_id, hour, samples, allocated_samples, idle_samples, sm_sum, mem_used_max,
     power_sum, power_samples)
-SELECT gpu_id, {hour}, count(*), count(job_id), count(*) FILTER (WHERE sm_util < %(idle)s), sum(sm_util),
-    max(mem_used_mib), coalesce(sum(power_w), 0), count(power_w)
-FROM {stage} WHERE true GROUP BY gpu_id, {hour}
+SELECT gpu_id, hour, sum(samples), sum(CASE WHEN job_id IS NULL THEN 0 ELSE samples END), sum(idle_samples),
+    sum(sm_sum), max(mem_used_max), sum(power_sum), sum(power_samples)
+FROM {HOUR_STAGE} GROUP BY gpu_id, hour ORDER BY gpu_id, hour
 ON CONFLICT (gpu_id, hour) DO UPDATE SET
     samples = usage_gpuhour.samples + excluded.samples,
     allocated_samples = usage_gpuhour.allocated_samples + excluded.allocated_samples,
     idle_samples = usage_gpuhour.idle_samples + excluded.idle_samples,
     sm_sum = usage_gpuhour.sm_sum + excluded.sm_sum,
-    mem_used_max = {greatest}(usage_gpuhour.mem_used_max, excluded.mem_used_max),
+    mem_used_max = {{greatest}}(usage_gpuhour.mem_used_max, excluded.mem_used_max),
     power_sum = usage_gpuhour.power_sum + excluded.power_sum,
     power_samples = usage_gpuhour.power_samples + excluded.power_samples
 """
@@ -343,24 +410,23 @@ ON CONFLICT (gpu_id, hour) DO UPDATE SET
 # Jobs whose record gave no GPU model take it from the GPUs their samples came from.
 FILL_JOB_MODELS = """
 UPDATE usage_job SET gpu_model = (
-    SELECT g.model FROM {stage} s JOIN fleet_gpu g ON g.id = s.gpu_id WHERE s.job_id = usage_job.id LIMIT 1
-) WHERE gpu_model = '' AND id IN (SELECT DISTINCT job_id FROM {stage} WHERE job_id IS NOT NULL)
+    SELECT g.model FROM {stage} JOIN fleet_gpu g ON g.id = {gpu} WHERE {job} = usage_job.id LIMIT 1
+) WHERE gpu_model = '' AND id IN (SELECT {job} FROM {stage} WHERE {job_key} IS NOT NULL)
 """
 
 
-def samples_write(samples: Sequence[SampleRecord], cluster_ids: dict[str, int]) -> int:
-    """Append the samples and fold them into the hourly rollups; returns the number written."""
-    if not samples:
-        return 0
+def samples_write(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: list[int]) -> None:
+    """Append staging rows to the samples and fold them into both hourly rollups, set-based."""
     if not connection.in_atomic_block:
         raise RuntimeError("samples_write must run inside a transaction (the staging table is per transaction)")
-    gpu_ids = gpus_ensure(samples, cluster_ids)
-    job_ids = job_ids_ensure(samples, cluster_ids)
-    _stage(_rows(samples, cluster_ids, gpu_ids, job_ids))
-    params = {"idle": settings.GOVERNANCE_IDLE_SM_PERCENT}
+    _stage(rows, gpu_ids, job_ids)
+    params: dict[str, object] = {"idle": settings.GOVERNANCE_IDLE_SM_PERCENT}
+    if connection.vendor == "postgresql":
+        params.update(gpu_ids=gpu_ids, job_ids=job_ids)
     with connection.cursor() as cursor:
-        cursor.execute(_sql(INSERT_SAMPLES.format(cols=", ".join(STAGE_COLUMNS))))
+        cursor.execute(_sql(INSERT_SAMPLES), params)
+        cursor.execute(_sql(AGGREGATE_HOURS), params)
         cursor.execute(_sql(UPSERT_JOB_HOURS), params)
         cursor.execute(_sql(UPSERT_GPU_HOURS), params)
-        cursor.execute(_sql(FILL_JOB_MODELS))
-    return len(samples)
+        if job_ids:
+            cursor.execute(_sql(FILL_JOB_MODELS), params)

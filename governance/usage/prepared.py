@@ -1,0 +1,169 @@
+"""A batch prepared for writing: parsed once, on the web side, and never again.
+
+The web process decodes and validates a batch with msgspec (collectors.records.decode_batch) and turns it,
+in the same request, into what the writer needs:
+
+- a small header: the job records, each GPU's facts as its latest sample gave them, and the job keys the
+  samples name;
+- the samples as rows of the staging table, which name their GPU and job by position in the header
+  (1-based; 0 and NULL mean "no job") because database ids are the worker's to resolve.
+
+On PostgreSQL the inbox stores exactly this (``IngestBatch.Format.PREPARED``): the header as msgpack and
+the rows in PostgreSQL's binary COPY format. The worker decodes the header, resolves ids, and streams the
+rows into its staging table untouched: it runs no Python per sample, and no process parses a batch twice.
+On SQLite the inbox keeps the JSON body and the worker prepares it after decoding it (the simple path).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import msgspec
+import psycopg
+from psycopg.copy import Copy, Writer
+
+from collectors.records import Batch, JobRecord, SampleRecord
+
+MAGIC = b"GGP1"
+_HEADER_LENGTH = struct.Struct(">I")
+
+# The staging table's columns, in row order: a sample, its GPU and job named by header position.
+STAGE_COLUMNS = (
+    "ts", "gpu_ix", "job_ix", "sm_util", "mem_used_mib", "mem_total_mib", "power_w", "gpu_numa_node",
+    "cpu_numa_mask", "mem_util", "tensor_active", "dram_active", "pcie_rx_mibps", "pcie_tx_mibps",
+    "nvlink_mibps", "host_cpu_util", "io_wait",
+)  # fmt: skip
+STAGE_TYPES = (
+    "timestamptz", "int4", "int4", "float8", "float8", "float8", "float8", "int2",
+    "int8", "float8", "float8", "float8", "float8", "float8", "float8", "float8", "float8",
+)  # fmt: skip
+
+
+class GpuFacts(msgspec.Struct, array_like=True):
+    """One GPU as the batch saw it: the facts of its latest sample, and when it was first and last seen."""
+
+    cluster: str
+    uuid: str
+    node: str
+    index: int
+    model: str
+    mem_total_mib: float
+    numa_node: int | None
+    mig_profile: str
+    first_seen: datetime
+    last_seen: datetime
+
+
+class Header(msgspec.Struct, array_like=True):
+    jobs: list[JobRecord]
+    gpus: list[GpuFacts]
+    job_keys: list[tuple[str, str]]  # (cluster, job id), in the order rows name them
+    samples: int
+
+
+@dataclass(frozen=True)
+class Prepared:
+    header: Header
+    rows: list[tuple] | memoryview  # staging rows, or the same rows already in binary COPY format
+
+
+_header_encoder = msgspec.msgpack.Encoder()
+_header_decoder = msgspec.msgpack.Decoder(Header)
+
+
+class PreparedInvalid(Exception):
+    """A stored payload is not a prepared batch this version can read."""
+
+
+def prepare(batch: Batch) -> Prepared:
+    """One pass over the records: GPU facts (latest sample wins), job keys, and a staging row per sample."""
+    jobs: list[JobRecord] = []
+    gpu_ix: dict[tuple[str, str], int] = {}
+    latest: list[SampleRecord] = []
+    first: list[datetime] = []
+    job_ix: dict[tuple[str, str], int] = {}
+    rows: list[tuple] = []
+    for r in batch.records:  # once per record: keep it lean
+        if type(r) is not SampleRecord:
+            jobs.append(r)
+            continue
+        key = (r.cluster, r.gpu_uuid)
+        g = gpu_ix.get(key)
+        if g is None:
+            latest.append(r)
+            first.append(r.ts)
+            g = gpu_ix[key] = len(latest)
+        elif r.ts >= latest[g - 1].ts:
+            latest[g - 1] = r
+        elif r.ts < first[g - 1]:
+            first[g - 1] = r.ts
+        if r.job_id is None:
+            j = None
+        else:
+            jkey = (r.cluster, r.job_id)
+            j = job_ix.get(jkey)
+            if j is None:
+                j = job_ix[jkey] = len(job_ix) + 1
+        mask = None
+        if r.job_cpu_numa_nodes is not None:
+            mask = 0
+            for node in r.job_cpu_numa_nodes:
+                mask |= 1 << node
+        rows.append((
+            r.ts, g, j, r.sm_util, r.mem_used_mib, r.mem_total_mib, r.power_w, r.gpu_numa_node, mask,
+            r.mem_util, r.tensor_active, r.dram_active, r.pcie_rx_mibps, r.pcie_tx_mibps, r.nvlink_mibps,
+            r.host_cpu_util, r.io_wait,
+        ))  # fmt: skip
+    gpus: list[GpuFacts] = []
+    for s, seen in zip(latest, first, strict=True):
+        gpus.append(GpuFacts(
+            s.cluster, s.gpu_uuid, s.node, s.gpu_index, s.gpu_model, s.mem_total_mib, s.gpu_numa_node,
+            s.mig_profile or "", seen, s.ts,
+        ))  # fmt: skip
+    return Prepared(Header(jobs=jobs, gpus=gpus, job_keys=list(job_ix), samples=len(rows)), rows)
+
+
+class _Collect(Writer):
+    def __init__(self) -> None:
+        self.out = io.BytesIO()
+
+    def write(self, data) -> None:
+        self.out.write(data)
+
+
+def encode(prepared: Prepared, connection: psycopg.Connection) -> bytes:
+    """MAGIC, the header's length and msgpack, then the rows in binary COPY format (PostgreSQL).
+
+    The connection only lends psycopg its type adapters; nothing is sent to the server.
+    """
+    header = _header_encoder.encode(prepared.header)
+    writer = _Collect()
+    writer.out.write(MAGIC + _HEADER_LENGTH.pack(len(header)) + header)
+    with psycopg.Cursor(connection) as cursor, Copy(cursor, binary=True, writer=writer) as copy:
+        copy.set_types(STAGE_TYPES)
+        for row in prepared.rows:
+            copy.write_row(row)
+    return writer.out.getvalue()
+
+
+def decode(payload: bytes | memoryview) -> Prepared:
+    """Split a stored payload into its header (decoded) and its COPY rows (left as bytes)."""
+    view = memoryview(payload)
+    start = len(MAGIC) + _HEADER_LENGTH.size
+    if bytes(view[: len(MAGIC)]) != MAGIC or len(view) < start:
+        raise PreparedInvalid("not a prepared batch (bad magic)")
+    (length,) = _HEADER_LENGTH.unpack(view[len(MAGIC) : start])
+    try:
+        header = _header_decoder.decode(view[start : start + length])
+    except msgspec.DecodeError as exc:
+        raise PreparedInvalid(f"unreadable header: {exc}") from None
+    return Prepared(header, view[start + length :])
+
+
+def rows_with_ids(rows: Sequence[tuple], gpu_ids: Sequence[int], job_ids: Sequence[int]) -> list[tuple]:
+    """Staging rows with header positions replaced by database ids (the SQLite path)."""
+    return [(r[0], gpu_ids[r[1] - 1], job_ids[r[2] - 1] if r[2] else None, *r[3:]) for r in rows]
