@@ -1,12 +1,15 @@
 """Ingest and chargeback figures for `manage.py bench` (PostgreSQL; run on a throwaway bench database).
 
-- ingest_samples_per_s: simulated batches POSTed to /api/v1/ingest/ through Django's WSGI handler while a
-  real `celery worker -Q ingest --pool solo` process, on CELERY_BROKER_URL and the bench database,
-  consumes the inbox concurrently (the deployed pipeline), from the first POST to the last batch
-  processed. Without a broker the task runs in-process right after each POST (Celery eager), which
-  measures web + worker time in series; `ingest_mode` says which ran. Best of INGEST_RUNS runs of
-  ~92,000 samples each. ingest_vs_copy divides the rate by that of a raw binary COPY (psycopg
-  set_types/write_row, best of three) of the very same rows into an empty copy of usage_sample, same run.
+- ingest_samples_per_s: simulated batches POSTed over loopback HTTP, by as many concurrent collectors as
+  there are web workers, to a real gunicorn web tier while real `celery worker -Q ingest` processes (as
+  docker-compose.yml runs them: one per core, prefetch 1) consume the inbox, both on CELERY_BROKER_URL and
+  the bench database, from the first POST to the last batch processed. Without a broker the task runs
+  in-process right after each POST (Celery eager), which measures web + worker time in series;
+  `ingest_mode` says which ran. Best of INGEST_RUNS runs of ~92,000 samples each. ingest_vs_copy divides
+  the rate by that of a raw binary COPY (psycopg set_types/write_row, best of three) of the very same rows
+  into an empty copy of usage_sample (its indexes and monthly partitions included), same run;
+  ingest_vs_copy_plain_table does the same against a plain heap without either. Every run counts the
+  batches stored and the samples written against those posted, and the months written reconcile to the cent.
 - chargeback_ms_1x / _10x: the month's chargeback for the same jobs and GPUs sampled every 60 s and
   every 6 s; chargeback_vs_sql: the selector's time over a hand-written SQL aggregate on the rollups.
 """
@@ -15,13 +18,19 @@ from __future__ import annotations
 
 import inspect
 import os
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -37,7 +46,7 @@ from collectors.simulate import GPU_MODEL, SimulatedCluster
 from governance.celery import app as celery_app
 from governance.lib.money import to_cents
 from governance.lib.months import Month
-from governance.usage import writer
+from governance.usage import partitions, writer
 from governance.usage.models import IngestBatch, Sample
 
 Out = Callable[[str, object], None]
@@ -97,14 +106,28 @@ def _setup() -> str:
     return api_token_create(user=user, name="bench", scope="ingest")[1]
 
 
-def _copy_rate(table: str = "bench_copy") -> float:
-    """Rows per second of a raw binary COPY of every sample row into an empty copy of usage_sample."""
+def _copy_rate(*, same_table: bool) -> float:
+    """Rows per second of a raw binary COPY of every sample row into an empty copy of usage_sample.
+
+    `same_table`: the copy has usage_sample's indexes and, on a partitioned usage_sample, its partitions
+    (what the ingest path writes into); otherwise it is a plain heap with neither (PostgreSQL's best case).
+    """
     cols = ", ".join(writer.SAMPLE_COLUMNS)
+    table = "bench_copy"
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {cols} FROM usage_sample")
         rows = cursor.fetchall()
         cursor.execute(f"DROP TABLE IF EXISTS {table}")
-        cursor.execute(f"CREATE TABLE {table} (LIKE usage_sample INCLUDING DEFAULTS)")
+        if same_table and partitions.is_partitioned():
+            cursor.execute(f"CREATE TABLE {table} (LIKE usage_sample INCLUDING ALL) PARTITION BY RANGE (ts)")
+            cursor.execute(
+                "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i"
+                " JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'usage_sample'::regclass"
+            )
+            for name, bound in cursor.fetchall():
+                cursor.execute(f"CREATE TABLE bench_{name} PARTITION OF {table} {bound}")
+        else:
+            cursor.execute(f"CREATE TABLE {table} (LIKE usage_sample INCLUDING {'ALL' if same_table else 'DEFAULTS'})")
     best = 0.0
     for _ in range(3):
         with transaction.atomic(), connection.cursor() as cursor:
@@ -126,62 +149,135 @@ def _database_url() -> str:
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
+@dataclass
+class Pipeline:
+    """The deployed ingest path on the bench database: a gunicorn web tier and Celery ingest workers."""
+
+    url: str
+    processes: list[subprocess.Popen]
+    log: Path
+
+    def check(self) -> None:
+        for process in self.processes:
+            if process.poll() is not None:
+                raise RuntimeError(f"{process.args[2]} exited with {process.returncode}{self.log_tail()}")
+
+    def log_tail(self) -> str:
+        return "; its log ends:\n" + "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_listening(url: str, pipeline: Pipeline) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/v1/", timeout=5):  # noqa: S310 - loopback
+                return
+        except urllib.error.HTTPError:
+            return  # it answers
+        except OSError:
+            pipeline.check()
+            if time.monotonic() > deadline:
+                raise RuntimeError("the bench web server did not start") from None
+            time.sleep(0.2)
+
+
 @contextmanager
-def _ingest_worker() -> Iterator[subprocess.Popen | None]:
-    """A real ingest worker process on the bench database, or None (in-process eager) without a broker."""
+def _pipeline() -> Iterator[Pipeline | None]:
+    """Web and worker processes as docker-compose.yml runs them, or None (in-process, eager) without a broker."""
     if not settings.CELERY_BROKER_URL:
         yield None
         return
     celery_app.control.purge()  # tasks left on this broker by earlier runs name other databases' batches
+    port = _free_port()
+    env = {
+        **os.environ, "DATABASE_URL": _database_url(), "DEBUG": "false", "SECRET_KEY": secrets.token_urlsafe(32),
+        "ALLOWED_HOSTS": "127.0.0.1", "API_THROTTLE_RATE_INGEST": "100000/min", "LOG_LEVEL": "WARNING",
+    }  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         pidfile = Path(tmp) / "worker.pid"
-        command = [
-            sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", "ingest",
-            "--concurrency", str(INGEST_WORKERS), "--prefetch-multiplier", "1", "--pidfile", str(pidfile),
-            "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle",
+        commands = [
+            [sys.executable, "-m", "gunicorn", "governance.wsgi:application", "--bind", f"127.0.0.1:{port}",
+             "--workers", str(INGEST_WORKERS)],
+            [sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", "ingest",
+             "--concurrency", str(INGEST_WORKERS), "--prefetch-multiplier", "1", "--pidfile", str(pidfile),
+             "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"],
         ]  # fmt: skip
-        env = {**os.environ, "DATABASE_URL": _database_url()}
-        with (Path(tmp) / "worker.log").open("w") as log:
-            process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+        log_path = Path(tmp) / "pipeline.log"
+        with log_path.open("w") as log:
+            processes = [
+                subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+                for command in commands
+            ]
+            pipeline = Pipeline(url=f"http://127.0.0.1:{port}", processes=processes, log=log_path)
             try:
-                yield process
+                _wait_listening(pipeline.url, pipeline)
+                yield pipeline
             finally:
+                web, worker = processes
+                web.terminate()
                 if pidfile.exists():
                     os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
                 else:
-                    process.terminate()
-                process.wait(timeout=60)
+                    worker.terminate()
+                for process in processes:
+                    process.wait(timeout=60)
 
 
-def _wait_processed(worker: subprocess.Popen) -> None:
+def _wait_processed(pipeline: Pipeline) -> None:
     deadline = time.monotonic() + WORKER_TIMEOUT_S
     while IngestBatch.objects.filter(processed_at__isnull=True).exists():
-        if worker.poll() is not None:
-            raise RuntimeError(f"the ingest worker exited with {worker.returncode}")
+        pipeline.check()
         if time.monotonic() > deadline:
-            raise RuntimeError("the ingest worker did not process the bench batches in time")
+            raise RuntimeError(f"the ingest workers did not process the bench batches in time{pipeline.log_tail()}")
         time.sleep(0.01)
 
 
-def _ingest_rate(token: str, bodies: list[bytes], worker: subprocess.Popen | None) -> float:
+def _post_all(url: str, token: str, bodies: list[bytes]) -> None:
+    """POST every batch over loopback HTTP, from as many collectors at once as the web tier has workers."""
+
+    def post(body: bytes) -> None:
+        request = urllib.request.Request(  # noqa: S310 - loopback
+            f"{url}/api/v1/ingest/",
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
+            if response.status != 202:
+                raise RuntimeError(f"ingest answered {response.status}: {response.read(200)!r}")
+
+    with ThreadPoolExecutor(max_workers=2 * INGEST_WORKERS) as pool:
+        list(pool.map(post, bodies))
+
+
+def _ingest_rate(token: str, bodies: list[bytes], pipeline: Pipeline | None) -> float:
     """Samples per second from the first POST to the last batch processed; checks none was lost or doubled."""
     before, batches_before = Sample.objects.count(), IngestBatch.objects.count()
     expected = sum(body.count(b'"kind":"sample"') for body in bodies)
-    client = Client()
-    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
-    eager = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = worker is None
-    try:
-        started = time.perf_counter()
-        for body in bodies:
-            response = client.post("/api/v1/ingest/", data=body, content_type="application/json", **auth)
-            if response.status_code != 202:
-                raise RuntimeError(f"ingest answered {response.status_code}: {response.content[:200]!r}")
-        if worker is not None:
-            _wait_processed(worker)
-        elapsed = time.perf_counter() - started
-    finally:
-        celery_app.conf.task_always_eager = eager
+    started = time.perf_counter()
+    if pipeline is not None:
+        _post_all(pipeline.url, token, bodies)
+        _wait_processed(pipeline)
+    else:
+        client = Client()
+        eager = celery_app.conf.task_always_eager
+        celery_app.conf.task_always_eager = True
+        try:
+            for body in bodies:
+                response = client.post(
+                    "/api/v1/ingest/", data=body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+                )
+                if response.status_code != 202:
+                    raise RuntimeError(f"ingest answered {response.status_code}: {response.content[:200]!r}")
+        finally:
+            celery_app.conf.task_always_eager = eager
+    elapsed = time.perf_counter() - started
     if IngestBatch.objects.filter(processed_at__isnull=True).exists():
         raise RuntimeError("some bench batches were not processed")
     stored = IngestBatch.objects.count() - batches_before
@@ -213,14 +309,16 @@ def _reconcile(out: Out, month: Month, label: str = "") -> None:
 
 
 def bench_ingest(out: Out) -> None:
-    with _ingest_worker() as worker:
-        out("ingest_mode", "worker_process" if worker is not None else "in_process_sequential (no CELERY_BROKER_URL)")
-        if worker is not None:
+    with _pipeline() as pipeline:
+        mode = "http_web_and_worker_processes" if pipeline else "in_process_sequential (no CELERY_BROKER_URL)"
+        out("ingest_mode", mode)
+        if pipeline is not None:
+            out("ingest_web_workers", INGEST_WORKERS)
             out("ingest_workers", INGEST_WORKERS)
-        _bench_ingest(out, worker)
+        _bench_ingest(out, pipeline)
 
 
-def _bench_ingest(out: Out, worker: subprocess.Popen | None) -> None:
+def _bench_ingest(out: Out, pipeline: Pipeline | None) -> None:
     token = _setup()
     end = datetime(2026, 10, 20, tzinfo=UTC)
     every = timedelta(seconds=INGEST_INTERVAL_S)
@@ -228,7 +326,7 @@ def _bench_ingest(out: Out, worker: subprocess.Popen | None) -> None:
     warm = SimulatedCluster(
         cluster="bench", gpus=INGEST_GPUS, start=end - timedelta(days=2, hours=1), end=end - timedelta(days=2)
     )
-    _ingest_rate(token, _batches(warm.history(every), BATCH_RECORDS), worker)
+    _ingest_rate(token, _batches(warm.history(every), BATCH_RECORDS), pipeline)
     call_command("flush", interactive=False, verbosity=0)
     token = _setup()
     # Best of INGEST_RUNS, each on its own four hours, as the COPY reference is best of its runs: on a
@@ -239,18 +337,20 @@ def _bench_ingest(out: Out, worker: subprocess.Popen | None) -> None:
         window = SimulatedCluster(
             cluster="bench", gpus=INGEST_GPUS, start=day_end - timedelta(hours=INGEST_HOURS), end=day_end
         )
-        rate = max(rate, _ingest_rate(token, _batches(window.history(every), BATCH_RECORDS), worker))
+        rate = max(rate, _ingest_rate(token, _batches(window.history(every), BATCH_RECORDS), pipeline))
     samples = Sample.objects.count() // INGEST_RUNS
-    copy = _copy_rate()
+    copy, plain = _copy_rate(same_table=True), _copy_rate(same_table=False)
     out("ingest_batch_records", BATCH_RECORDS)
     out("ingest_samples", samples)
     out("ingest_samples_per_s", round(rate))
     out("copy_samples_per_s", round(copy))
     out("ingest_vs_copy", round(rate / copy, 3))
+    out("copy_plain_table_samples_per_s", round(plain))
+    out("ingest_vs_copy_plain_table", round(rate / plain, 3))
     later = SimulatedCluster(
         cluster="bench-small", gpus=INGEST_GPUS, start=end, end=end + timedelta(hours=INGEST_HOURS)
     )
-    small = _ingest_rate(token, _batches(later.history(every), SMALL_BATCH_RECORDS), worker)
+    small = _ingest_rate(token, _batches(later.history(every), SMALL_BATCH_RECORDS), pipeline)
     out(f"ingest_samples_per_s_{SMALL_BATCH_RECORDS}_record_batches", round(small))
     out(f"ingest_vs_copy_{SMALL_BATCH_RECORDS}_record_batches", round(small / copy, 3))
     out("ingest_batches_processed", IngestBatch.objects.filter(processed_at__isnull=False).count())

@@ -61,7 +61,7 @@ class GpuFacts(msgspec.Struct, array_like=True):
 class Header(msgspec.Struct, array_like=True):
     jobs: list[JobRecord]
     gpus: list[GpuFacts]
-    job_keys: list[tuple[str, str]]  # (cluster, job id), in the order rows name them
+    job_keys: list[tuple[str, str, str]]  # (cluster, job id, GPU model of its first sample), as rows name them
     samples: int
 
 
@@ -86,6 +86,7 @@ def prepare(batch: Batch) -> Prepared:
     latest: list[SampleRecord] = []
     first: list[datetime] = []
     job_ix: dict[tuple[str, str], int] = {}
+    job_models: list[str] = []
     rows: list[tuple] = []
     for r in batch.records:  # once per record: keep it lean
         if type(r) is not SampleRecord:
@@ -108,6 +109,7 @@ def prepare(batch: Batch) -> Prepared:
             j = job_ix.get(jkey)
             if j is None:
                 j = job_ix[jkey] = len(job_ix) + 1
+                job_models.append(r.gpu_model)
         mask = None
         if r.job_cpu_numa_nodes is not None:
             mask = 0
@@ -124,7 +126,8 @@ def prepare(batch: Batch) -> Prepared:
             s.cluster, s.gpu_uuid, s.node, s.gpu_index, s.gpu_model, s.mem_total_mib, s.gpu_numa_node,
             s.mig_profile or "", seen, s.ts,
         ))  # fmt: skip
-    return Prepared(Header(jobs=jobs, gpus=gpus, job_keys=list(job_ix), samples=len(rows)), rows)
+    job_keys = [(c, j, model) for (c, j), model in zip(job_ix, job_models, strict=True)]
+    return Prepared(Header(jobs=jobs, gpus=gpus, job_keys=job_keys, samples=len(rows)), rows)
 
 
 class _Collect(Writer):

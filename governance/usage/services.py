@@ -120,15 +120,27 @@ def usage_records_write(*, batch: Batch) -> ProcessResult:
 
 
 def usage_prepared_write(*, batch: Prepared) -> ProcessResult:
-    """Write a prepared batch in the current transaction: clusters, jobs, GPUs, then samples and rollups."""
+    """Write a prepared batch in the current transaction: jobs, GPUs, samples and rollups.
+
+    The bulk of the work (samples in, aggregated per hour) takes no row lock, so workers writing batches of
+    the same cluster run side by side; what must lock (jobs, nodes, GPUs, rollup rows) comes last, briefly,
+    and in one order everywhere (jobs, then nodes and GPUs, then rollups, each by key), so they never
+    deadlock.
+    """
     header = batch.header
-    names = {g.cluster for g in header.gpus} | {r.cluster for r in header.jobs} | {c for c, _ in header.job_keys}
+    names = {g.cluster for g in header.gpus} | {r.cluster for r in header.jobs} | {c for c, _, _ in header.job_keys}
     cluster_ids = writer.clusters_ensure(names)
-    writer.jobs_upsert(header.jobs, cluster_ids)
+    models: dict[int, str] = {}
     if header.samples:
-        gpu_ids = writer.gpus_upsert(header.gpus, cluster_ids)
-        job_ids = writer.job_ids_ensure(header.job_keys, cluster_ids)
+        by_key = writer.job_ids_ensure((cluster_ids[c], e) for c, e, _ in header.job_keys)
+        job_ids = [by_key[(cluster_ids[c], e)] for c, e, _ in header.job_keys]
+        models = {pk: model for pk, (_, _, model) in zip(job_ids, header.job_keys, strict=True)}
+        gpu_ids = writer.gpu_ids_ensure(header.gpus, cluster_ids)
         writer.samples_write(batch.rows, gpu_ids, job_ids)
+    writer.jobs_apply(header.jobs, models, cluster_ids)
+    if header.samples:
+        writer.fleet_touch(header.gpus, cluster_ids)
+        writer.rollups_fold()
     return ProcessResult(jobs=len(header.jobs), samples=header.samples)
 
 

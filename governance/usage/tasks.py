@@ -1,9 +1,19 @@
 from celery import shared_task
+from django.db import OperationalError
 
 from governance.usage import partitions, services
 
 
-@shared_task(name="usage.process_batch", acks_late=True)
+# A deadlock, a serialization failure or a dropped connection rolls the whole batch back: try again soon
+# (with backoff) rather than leave it to the inbox sweep, which remains the last resort.
+@shared_task(
+    name="usage.process_batch",
+    acks_late=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=1,
+    retry_backoff_max=60,
+    max_retries=5,
+)
 def process_batch(inbox_pk: int) -> None:
     services.usage_batch_process(inbox_pk=inbox_pk)
 

@@ -15,10 +15,11 @@ from contextlib import contextmanager
 import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from collectors.records import TERMINAL_STATES, JobRecord
-from governance.fleet.models import Cluster, Node
+from governance.fleet.models import Cluster, Gpu, Node
 from governance.org.services import project_resolve
 from governance.usage import prepared
 from governance.usage.models import IngestBatch, Job
@@ -117,25 +118,37 @@ def clusters_ensure(names: Iterable[str]) -> dict[str, int]:
 
 
 def nodes_ensure(keys: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
-    """(cluster id, node name) -> node id, creating the nodes not seen before; marks them all seen now."""
+    """(cluster id, node name) -> node id, creating the nodes not seen before (no lock on known ones)."""
 
     def known() -> dict[tuple[int, str], int]:
         rows = Node.objects.filter(cluster_id__in={c for c, _ in keys}, name__in={n for _, n in keys})
         return {(c, n): pk for pk, c, n in rows.values_list("id", "cluster_id", "name") if (c, n) in keys}
 
     ids = known()
-    if len(ids) < len(keys):
-        Node.objects.bulk_create([Node(cluster_id=c, name=n) for c, n in keys - ids.keys()], ignore_conflicts=True)
+    if len(ids) < len(keys):  # sorted: two workers creating the same nodes wait rather than deadlock
+        missing = sorted(keys - ids.keys())
+        Node.objects.bulk_create([Node(cluster_id=c, name=n) for c, n in missing], ignore_conflicts=True)
         ids = known()
-    Node.objects.filter(pk__in=ids.values()).update(last_seen_at=timezone.now())
     return ids
+
+
+def _lock_in_order(rows: QuerySet) -> list[int]:
+    """Lock rows by ascending id before updating them; returns their ids.
+
+    An UPDATE takes its row locks in scan order, which differs between two workers updating the same rows
+    (new row versions move). NO KEY: the foreign-key checks of another worker's commit (KEY SHARE on the
+    same jobs, nodes and GPUs) do not wait for these locks, so the two cannot deadlock on them.
+    """
+    return list(rows.select_for_update(no_key=True).order_by("pk").values_list("pk", flat=True))
 
 
 GPU_UPSERT = """
 INSERT INTO fleet_gpu (cluster_id, uuid, node_id, "index", model, memory_total_mib, numa_node, mig_profile,
     first_seen_at, last_seen_at)
 VALUES {values}
-ON CONFLICT (cluster_id, uuid) DO UPDATE SET
+ON CONFLICT (cluster_id, uuid) DO {action}
+"""
+GPU_FACTS_NEWER = """UPDATE SET
     node_id = CASE WHEN {newer} THEN excluded.node_id ELSE fleet_gpu.node_id END,
     "index" = CASE WHEN {newer} THEN excluded."index" ELSE fleet_gpu."index" END,
     model = CASE WHEN {newer} THEN excluded.model ELSE fleet_gpu.model END,
@@ -143,37 +156,57 @@ ON CONFLICT (cluster_id, uuid) DO UPDATE SET
     numa_node = CASE WHEN {newer} THEN excluded.numa_node ELSE fleet_gpu.numa_node END,
     mig_profile = CASE WHEN {newer} THEN excluded.mig_profile ELSE fleet_gpu.mig_profile END,
     first_seen_at = {least}(fleet_gpu.first_seen_at, excluded.first_seen_at),
-    last_seen_at = {greatest}(fleet_gpu.last_seen_at, excluded.last_seen_at)
-RETURNING id, cluster_id, uuid
-"""
+    last_seen_at = {greatest}(fleet_gpu.last_seen_at, excluded.last_seen_at)"""
 
 
-def gpus_upsert(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> list[int]:
-    """Upsert the nodes and GPUs a batch names (a later sample's facts win); their ids, in the same order.
-
-    One statement for all GPUs of the batch: this runs once per batch on the ingest hot path.
-    """
-    if not gpus:
-        return []
-    node_ids = nodes_ensure({(cluster_ids[g.cluster], g.node) for g in gpus})
+def _gpus_write(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int], node_ids: dict, *, facts: bool) -> None:
+    """One statement for the batch's GPUs, in (cluster, uuid) order: insert the new ones; with `facts`, also
+    fold the batch's facts into the known ones (a later sample's facts win)."""
     adapt = connection.ops.adapt_datetimefield_value
     params: list[object] = []
-    # A fixed order: two workers never deadlock on GPU rows.
     for g in sorted(gpus, key=lambda g: (cluster_ids[g.cluster], g.uuid)):
         cid = cluster_ids[g.cluster]
         params += [cid, g.uuid, node_ids[(cid, g.node)], g.index, g.model, g.mem_total_mib, g.numa_node]
         params += [g.mig_profile, adapt(g.first_seen), adapt(g.last_seen)]
     postgres = connection.vendor == "postgresql"
-    sql = GPU_UPSERT.format(
-        values=", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(gpus)),
-        newer="excluded.last_seen_at >= fleet_gpu.last_seen_at",
-        least="LEAST" if postgres else "min",
-        greatest="GREATEST" if postgres else "max",
-    )
+    action = "NOTHING"
+    if facts:
+        action = GPU_FACTS_NEWER.format(
+            newer="excluded.last_seen_at >= fleet_gpu.last_seen_at",
+            least="LEAST" if postgres else "min",
+            greatest="GREATEST" if postgres else "max",
+        )
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(gpus))
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        ids = {(c, u): pk for pk, c, u in cursor.fetchall()}
+        cursor.execute(GPU_UPSERT.format(values=values, action=action), params)
+
+
+def _gpu_keys(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> dict[tuple[int, str], int]:
+    keys = {(cluster_ids[g.cluster], g.uuid) for g in gpus}
+    rows = Gpu.objects.filter(cluster_id__in={c for c, _ in keys}, uuid__in={u for _, u in keys})
+    return {(c, u): pk for pk, c, u in rows.values_list("id", "cluster_id", "uuid") if (c, u) in keys}
+
+
+def gpu_ids_ensure(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> list[int]:
+    """Ids of the batch's GPUs, in the same order; new GPUs (and their nodes) are created. Known GPUs are
+    not locked here: their facts are folded in by `fleet_touch`, at the end of the transaction."""
+    ids = _gpu_keys(gpus, cluster_ids)
+    if len(ids) < len(gpus):
+        new = [g for g in gpus if (cluster_ids[g.cluster], g.uuid) not in ids]
+        node_ids = nodes_ensure({(cluster_ids[g.cluster], g.node) for g in new})
+        _gpus_write(new, cluster_ids, node_ids, facts=False)
+        ids = _gpu_keys(gpus, cluster_ids)
     return [ids[(cluster_ids[g.cluster], g.uuid)] for g in gpus]
+
+
+def fleet_touch(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> None:
+    """Mark the batch's nodes seen and fold its facts into its GPUs: short row locks, in a fixed order."""
+    if not gpus:
+        return
+    node_ids = nodes_ensure({(cluster_ids[g.cluster], g.node) for g in gpus})
+    locked = _lock_in_order(Node.objects.filter(pk__in=node_ids.values()))
+    Node.objects.filter(pk__in=locked).update(last_seen_at=timezone.now())
+    _gpus_write(gpus, cluster_ids, node_ids, facts=True)
 
 
 def _merge_job(job: Job, rec: JobRecord, project_id: int | None) -> None:
@@ -232,50 +265,50 @@ def _jobs_update(jobs: list[Job]) -> None:
         cursor.execute(sql, [timezone.now(), *columns])
 
 
-def jobs_upsert(records: Sequence[JobRecord], cluster_ids: dict[str, int]) -> list[int]:
-    """Create or update jobs from job records (later facts win; an end time is never erased)."""
-    if not records:
-        return []
+def job_ids_ensure(keys: Iterable[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    """(cluster id, external id) -> job id, creating the jobs not known yet (no lock on known ones)."""
+    keys = set(keys)
+    if not keys:
+        return {}
+
+    def known() -> dict[tuple[int, str], int]:
+        rows = Job.objects.filter(cluster_id__in={c for c, _ in keys}, external_id__in={e for _, e in keys})
+        return {(c, e): pk for pk, c, e in rows.values_list("id", "cluster_id", "external_id") if (c, e) in keys}
+
+    ids = known()
+    if len(ids) < len(keys):  # sorted: two workers creating the same jobs wait rather than deadlock
+        missing = sorted(keys - ids.keys())
+        Job.objects.bulk_create([Job(cluster_id=c, external_id=e) for c, e in missing], ignore_conflicts=True)
+        ids = known()
+    return ids
+
+
+def jobs_apply(records: Sequence[JobRecord], models: dict[int, str], cluster_ids: dict[str, int]) -> None:
+    """Merge job records into their jobs (later facts win; an end time is never erased), and give a job
+    that has no GPU model yet the one its samples ran on (`models`: job id -> model)."""
     keys = {(cluster_ids[r.cluster], r.job_id) for r in records}
-    # Sorted: two workers creating the same new jobs take the unique index's locks in one order.
-    Job.objects.bulk_create([Job(cluster_id=c, external_id=e) for c, e in sorted(keys)], ignore_conflicts=True)
-    jobs = {
-        (j.cluster_id, j.external_id): j
-        for j in Job.objects.select_for_update()
-        .filter(cluster_id__in={c for c, _ in keys}, external_id__in={e for _, e in keys})
-        .order_by("pk")
-    }
-    before = {key: _job_values(job) for key, job in jobs.items()}
+    unnamed = set(Job.objects.filter(pk__in=models, gpu_model="").values_list("pk", flat=True)) if models else set()
+    if not keys and not unnamed:
+        return
+    ids = job_ids_ensure(keys)
+    # One acquisition, in id order, for every job this batch changes.
+    locked = Job.objects.select_for_update(no_key=True).filter(pk__in={*ids.values(), *unnamed}).order_by("pk")
+    jobs = {job.pk: job for job in locked}
+    before = {pk: _job_values(job) for pk, job in jobs.items()}
     projects: dict[tuple[str, str | None, str], int | None] = {}
     for rec in records:
         key = (rec.project, rec.team, rec.cluster)
         if key not in projects:
             project = project_resolve(account=rec.project, team=rec.team, cluster=rec.cluster)
             projects[key] = project.pk if project else None
-        _merge_job(jobs[(cluster_ids[rec.cluster], rec.job_id)], rec, projects[key])
+        _merge_job(jobs[ids[(cluster_ids[rec.cluster], rec.job_id)]], rec, projects[key])
+    for pk, model in models.items():
+        if pk in jobs and not jobs[pk].gpu_model:
+            jobs[pk].gpu_model = model
     # A collector repeats a running job's record every scrape; rewriting unchanged rows is most of the cost.
-    changed = [jobs[k] for k in keys if _job_values(jobs[k]) != before[k]]
+    changed = [job for pk, job in jobs.items() if _job_values(job) != before[pk]]
     if changed:
         _jobs_update(changed)
-    return [jobs[k].pk for k in keys]
-
-
-def job_ids_ensure(keys: Sequence[tuple[str, str]], cluster_ids: dict[str, int]) -> list[int]:
-    """Ids of the jobs (cluster name, external id) samples name, in the same order; unknown jobs are created."""
-    if not keys:
-        return []
-    wanted = {(cluster_ids[c], e) for c, e in keys}
-
-    def known() -> dict[tuple[int, str], int]:
-        rows = Job.objects.filter(cluster_id__in={c for c, _ in wanted}, external_id__in={e for _, e in wanted})
-        return {(c, e): pk for pk, c, e in rows.values_list("id", "cluster_id", "external_id") if (c, e) in wanted}
-
-    ids = known()
-    if len(ids) < len(wanted):  # samples of a job whose record has not come yet; sorted: no deadlock
-        missing = sorted(wanted - ids.keys())
-        Job.objects.bulk_create([Job(cluster_id=c, external_id=e) for c, e in missing], ignore_conflicts=True)
-        ids = known()
-    return [ids[(cluster_ids[c], e)] for c, e in keys]
 
 
 def _stage(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: list[int]) -> None:
@@ -407,16 +440,9 @@ ON CONFLICT (gpu_id, hour) DO UPDATE SET
     power_samples = usage_gpuhour.power_samples + excluded.power_samples
 """
 
-# Jobs whose record gave no GPU model take it from the GPUs their samples came from.
-FILL_JOB_MODELS = """
-UPDATE usage_job SET gpu_model = (
-    SELECT g.model FROM {stage} JOIN fleet_gpu g ON g.id = {gpu} WHERE {job} = usage_job.id LIMIT 1
-) WHERE gpu_model = '' AND id IN (SELECT {job} FROM {stage} WHERE {job_key} IS NOT NULL)
-"""
-
 
 def samples_write(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: list[int]) -> None:
-    """Append staging rows to the samples and fold them into both hourly rollups, set-based."""
+    """Append staging rows to the samples and aggregate them per job, GPU and hour, set-based (no locks)."""
     if not connection.in_atomic_block:
         raise RuntimeError("samples_write must run inside a transaction (the staging table is per transaction)")
     _stage(rows, gpu_ids, job_ids)
@@ -426,7 +452,10 @@ def samples_write(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: l
     with connection.cursor() as cursor:
         cursor.execute(_sql(INSERT_SAMPLES), params)
         cursor.execute(_sql(AGGREGATE_HOURS), params)
-        cursor.execute(_sql(UPSERT_JOB_HOURS), params)
-        cursor.execute(_sql(UPSERT_GPU_HOURS), params)
-        if job_ids:
-            cursor.execute(_sql(FILL_JOB_MODELS), params)
+
+
+def rollups_fold() -> None:
+    """Fold the aggregate `samples_write` left into both hourly rollups (row locks in key order)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(UPSERT_JOB_HOURS))
+        cursor.execute(_sql(UPSERT_GPU_HOURS))

@@ -151,3 +151,27 @@ def test_a_batch_whose_processing_fails_stays_in_the_inbox_with_its_error(monkey
     monkeypatch.undo()
     assert usage_batch_process(inbox_pk=inbox.pk) is not None
     assert Sample.objects.count() == 1
+
+
+def test_a_deadlocked_batch_is_retried_by_its_task_and_lands_once(monkeypatch):
+    from django.db import OperationalError
+
+    from governance.usage import writer
+    from governance.usage.tasks import process_batch
+
+    receipt = usage_batch_receive(body=batch_body([sample_record()]))
+    inbox = IngestBatch.objects.get(batch_id=receipt.batch_id)
+    real, calls = writer.samples_write, []
+
+    def deadlocks_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OperationalError("deadlock detected")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("governance.usage.writer.samples_write", deadlocks_once)
+    process_batch.apply(args=[inbox.pk], throw=False).get()  # eager: Celery runs the retry in place
+
+    inbox.refresh_from_db()
+    assert len(calls) == 2 and inbox.processed_at is not None and inbox.attempts == 2
+    assert Sample.objects.count() == 1 and GpuHour.objects.get().samples == 1

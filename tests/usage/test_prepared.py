@@ -12,7 +12,7 @@ from governance.fleet.models import Gpu
 from governance.usage import prepared, writer
 from governance.usage.models import GpuHour, IngestBatch, Job, JobGpuHour, Sample
 from governance.usage.services import usage_batch_process, usage_batch_receive
-from tests.factories import at, batch_body, ingest, job_record, sample_record, series
+from tests.factories import H100, at, batch_body, ingest, job_record, sample_record, series
 
 postgres_only = pytest.mark.skipif(not os.environ.get("DATABASE_URL"), reason="the prepared inbox is PostgreSQL's")
 PGCOPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
@@ -33,7 +33,7 @@ def test_prepare_keeps_each_gpus_latest_facts_and_first_sighting():
     assert (first.uuid, first.node, first.index, first.mig_profile) == ("GPU-0000-0001", "gpu-018", 3, "3g.40gb")
     assert (first.first_seen, first.last_seen) == (at("2026-11-03T09:10:00Z"), at("2026-11-03T09:20:00Z"))
     assert (second.uuid, second.mig_profile) == ("GPU-2", "")
-    assert batch.header.job_keys == [("c1", "4242"), ("c1", "77")]
+    assert batch.header.job_keys == [("c1", "4242", H100), ("c1", "77", H100)]
     assert [j.job_id for j in batch.header.jobs] == ["4242"] and batch.header.samples == 4
     # Each row names its GPU and job by 1-based header position; the CPU NUMA nodes become a bit mask.
     assert [(r[1], r[2], r[8]) for r in batch.rows] == [(1, 1, 0b1), (1, 1, 0b1), (1, None, None), (2, 2, 0b101)]
