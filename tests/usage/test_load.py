@@ -77,3 +77,39 @@ def test_twenty_collectors_posting_at_once_lose_and_double_nothing(live_server, 
     check = reconcile(month=Month(2026, 11), now=at("2026-12-02T00:00:00Z"))
     assert check.ok, check.problems
     assert [c.charged for c in check.clusters] == [Decimal(COLLECTORS * 5 * 2)]  # 20 GPUs x 5 h x 2.00
+
+
+def test_batches_of_one_cluster_processed_side_by_side_neither_deadlock_nor_double(monkeypatch):
+    """Ingest workers share a cluster's jobs, nodes, GPUs and rollup hours: each batch lands once, first time."""
+    from django.db import connection
+
+    from governance.usage import services
+
+    monkeypatch.setattr(services, "_enqueue", lambda pk: None)  # the test's threads are the workers
+    start, gpus, batches = at("2026-11-03T00:00:00Z"), 4, 16
+    pks = []
+    for b in range(batches):
+        records = [
+            job_record(job_id=f"shared-{b % 2}", submit_time=iso(start), start_time=iso(start),
+                       labels={"batch": str(b)}, gpu_model=None),
+            *[sample_record(gpu_uuid=f"GPU-shared-{g}", node=f"node-{g % 2}", job_id=f"shared-{g % 2}",
+                            ts=iso(start + timedelta(seconds=b * 60 + g))) for g in range(gpus)],
+        ]  # fmt: skip
+        body = {"batch_id": str(uuid.uuid4()), "collector": "shared", "records": records}
+        receipt = services.usage_batch_receive(body=json.dumps(body).encode())
+        pks.append(IngestBatch.objects.get(batch_id=receipt.batch_id).pk)
+
+    def work(pk: int) -> None:
+        try:
+            services.usage_batch_process(inbox_pk=pk)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(work, pks))
+
+    assert set(IngestBatch.objects.values_list("attempts", "last_error")) == {(1, "")}
+    assert Sample.objects.count() == batches * gpus
+    assert sorted(GpuHour.objects.values_list("samples", flat=True)) == [batches] * gpus
+    per_job = JobGpuHour.objects.order_by().values_list("job__external_id").annotate(n=Sum("samples"))
+    assert dict(per_job) == {"shared-0": batches * gpus // 2, "shared-1": batches * gpus // 2}
