@@ -86,15 +86,17 @@ def test_batches_of_one_cluster_processed_side_by_side_neither_deadlock_nor_doub
     from governance.usage import services
 
     monkeypatch.setattr(services, "_enqueue", lambda pk: None)  # the test's threads are the workers
-    start, gpus, batches = at("2026-11-03T00:00:00Z"), 4, 16
+    start, gpus, steps, batches = at("2026-11-03T00:00:00Z"), 16, 30, 16
     pks = []
     for b in range(batches):
         records = [
-            job_record(job_id=f"shared-{b % 2}", submit_time=iso(start), start_time=iso(start),
-                       labels={"batch": str(b)}, gpu_model=None),
-            *[sample_record(gpu_uuid=f"GPU-shared-{g}", node=f"node-{g % 2}", job_id=f"shared-{g % 2}",
-                            ts=iso(start + timedelta(seconds=b * 60 + g))) for g in range(gpus)],
+            sample_record(gpu_uuid=f"GPU-shared-{g}", node=f"node-{g % 8}", job_id=f"shared-{g % 2}",
+                          ts=iso(start + timedelta(seconds=(b * steps + t) * 10)))
+            for t in range(steps) for g in range(gpus)
         ]  # fmt: skip
+        if b % 2:  # every other batch also describes the jobs (locks them), as a collector's scrape does
+            records += [job_record(job_id=f"shared-{j}", submit_time=iso(start), start_time=iso(start),
+                                   labels={"batch": str(b)}, gpu_model=None) for j in range(2)]  # fmt: skip
         body = {"batch_id": str(uuid.uuid4()), "collector": "shared", "records": records}
         receipt = services.usage_batch_receive(body=json.dumps(body).encode())
         pks.append(IngestBatch.objects.get(batch_id=receipt.batch_id).pk)
@@ -109,7 +111,7 @@ def test_batches_of_one_cluster_processed_side_by_side_neither_deadlock_nor_doub
         list(pool.map(work, pks))
 
     assert set(IngestBatch.objects.values_list("attempts", "last_error")) == {(1, "")}
-    assert Sample.objects.count() == batches * gpus
-    assert sorted(GpuHour.objects.values_list("samples", flat=True)) == [batches] * gpus
+    assert Sample.objects.count() == batches * steps * gpus
+    assert sum(GpuHour.objects.values_list("samples", flat=True)) == batches * steps * gpus
     per_job = JobGpuHour.objects.order_by().values_list("job__external_id").annotate(n=Sum("samples"))
-    assert dict(per_job) == {"shared-0": batches * gpus // 2, "shared-1": batches * gpus // 2}
+    assert dict(per_job) == {"shared-0": batches * steps * gpus // 2, "shared-1": batches * steps * gpus // 2}
