@@ -57,7 +57,7 @@ BATCH_RECORDS = 10_000
 SMALL_BATCH_RECORDS = 2_000
 INGEST_GPUS, INGEST_HOURS, INGEST_INTERVAL_S = 64, 4, 10
 CHARGEBACK_GPUS, CHARGEBACK_DAYS = 16, 2
-REPEATS = 5
+REPEATS = 15
 INGEST_RUNS = 3
 # As docker-compose.yml deploys it: one ingest worker process per core, each taking one batch at a time.
 INGEST_WORKERS = int(os.environ.get("BENCH_INGEST_WORKERS", 0)) or os.cpu_count() or 1
