@@ -31,16 +31,19 @@ from collectors.records import Batch, JobRecord, SampleRecord
 MAGIC = b"GGP1"
 _HEADER_LENGTH = struct.Struct(">I")
 
+# What a sample row carries after its time, GPU and job (usage_sample's columns too), with COPY types.
+READINGS = (
+    ("sm_util", "float8"), ("mem_used_mib", "float8"), ("mem_total_mib", "float8"), ("power_w", "float8"),
+    ("gpu_numa_node", "int2"), ("cpu_numa_mask", "int8"), ("mem_util", "float8"), ("tensor_active", "float8"),
+    ("dram_active", "float8"), ("pcie_rx_mibps", "float8"), ("pcie_tx_mibps", "float8"),
+    ("nvlink_mibps", "float8"), ("host_cpu_util", "float8"), ("io_wait", "float8"),
+)  # fmt: skip
+READING_COLUMNS = tuple(name for name, _ in READINGS)
+READING_TYPES = tuple(kind for _, kind in READINGS)
+
 # The staging table's columns, in row order: a sample, its GPU and job named by header position.
-STAGE_COLUMNS = (
-    "ts", "gpu_ix", "job_ix", "sm_util", "mem_used_mib", "mem_total_mib", "power_w", "gpu_numa_node",
-    "cpu_numa_mask", "mem_util", "tensor_active", "dram_active", "pcie_rx_mibps", "pcie_tx_mibps",
-    "nvlink_mibps", "host_cpu_util", "io_wait",
-)  # fmt: skip
-STAGE_TYPES = (
-    "timestamptz", "int4", "int4", "float8", "float8", "float8", "float8", "int2",
-    "int8", "float8", "float8", "float8", "float8", "float8", "float8", "float8", "float8",
-)  # fmt: skip
+STAGE_COLUMNS = ("ts", "gpu_ix", "job_ix", *READING_COLUMNS)
+STAGE_TYPES = ("timestamptz", "int4", "int4", *READING_TYPES)
 
 
 class GpuFacts(msgspec.Struct, array_like=True):

@@ -26,15 +26,8 @@ from governance.usage.models import IngestBatch, Job
 from governance.usage.prepared import GpuFacts
 
 # usage_sample's columns as the writer fills them, and their types for a binary COPY.
-SAMPLE_COLUMNS = (
-    "ts", "gpu_id", "job_id", "sm_util", "mem_used_mib", "mem_total_mib", "power_w", "gpu_numa_node",
-    "cpu_numa_mask", "mem_util", "tensor_active", "dram_active", "pcie_rx_mibps", "pcie_tx_mibps",
-    "nvlink_mibps", "host_cpu_util", "io_wait",
-)  # fmt: skip
-SAMPLE_TYPES = (
-    "timestamptz", "int8", "int8", "float8", "float8", "float8", "float8", "int2",
-    "int8", "float8", "float8", "float8", "float8", "float8", "float8", "float8", "float8",
-)  # fmt: skip
+SAMPLE_COLUMNS = ("ts", "gpu_id", "job_id", *prepared.READING_COLUMNS)
+SAMPLE_TYPES = ("timestamptz", "int8", "int8", *prepared.READING_TYPES)
 STAGE = "usage_sample_stage"
 
 
@@ -350,32 +343,32 @@ def _stage(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: list[int
 def _sql(template: str) -> str:
     """The statement for this database: {gpu} and {job} are a staged row's ids, {gpu_key} and {job_key}
     what to group by (PostgreSQL: header positions, looked up in the batch's id arrays)."""
-    if connection.vendor == "postgresql":
-        return template.format(
-            stage=STAGE,
-            hour="date_trunc('hour', ts)",
-            greatest="GREATEST",
-            mismatch="(cpu_numa_mask & (1::int8 << gpu_numa_node)) = 0",
-            gpu="(%(gpu_ids)s::int8[])[gpu_ix]",
-            job="(%(job_ids)s::int8[])[job_ix]",
-            gpu_key="gpu_ix",
-            job_key="job_ix",
-        )
-    return template.format(
-        stage=STAGE,
-        hour="strftime('%%Y-%%m-%%d %%H:00:00', ts)",
-        greatest="max",
-        mismatch="(cpu_numa_mask & (1 << gpu_numa_node)) = 0",
-        gpu="gpu_id",
-        job="job_id",
-        gpu_key="gpu_id",
-        job_key="job_id",
-    )
+    return template.format(stage=STAGE, **(_POSTGRES if connection.vendor == "postgresql" else _SQLITE))
+
+
+_POSTGRES = {
+    "hour": "date_trunc('hour', ts)",
+    "greatest": "GREATEST",
+    "mismatch": "(cpu_numa_mask & (1::int8 << gpu_numa_node)) = 0",
+    "gpu": "(%(gpu_ids)s::int8[])[gpu_ix]",
+    "job": "(%(job_ids)s::int8[])[job_ix]",
+    "gpu_key": "gpu_ix",
+    "job_key": "job_ix",
+}
+_SQLITE = {
+    "hour": "strftime('%%Y-%%m-%%d %%H:00:00', ts)",
+    "greatest": "max",
+    "mismatch": "(cpu_numa_mask & (1 << gpu_numa_node)) = 0",
+    "gpu": "gpu_id",
+    "job": "job_id",
+    "gpu_key": "gpu_id",
+    "job_key": "job_id",
+}
 
 
 INSERT_SAMPLES = (
     f"INSERT INTO usage_sample ({', '.join(SAMPLE_COLUMNS)})"
-    f" SELECT ts, {{gpu}}, {{job}}, {', '.join(SAMPLE_COLUMNS[3:])} FROM {{stage}}"
+    f" SELECT ts, {{gpu}}, {{job}}, {', '.join(prepared.READING_COLUMNS)} FROM {{stage}}"
 )
 
 # The batch's samples are aggregated once per (job, GPU, hour), unallocated samples under a NULL job; both
