@@ -11,7 +11,8 @@ from django.conf import settings
 from django.db.models import Count, F, Max, QuerySet, Sum
 from django.utils import timezone
 
-from governance.costs.models import RateCard
+from governance.costs.ledger import rate_book
+from governance.costs.pricing import Rate, RateBook, rate_at
 from governance.efficiency.models import LIVE_STATES, Finding
 from governance.efficiency.summary import GpuSummary, HourStat, JobSummary
 from governance.fleet.models import Gpu
@@ -28,23 +29,13 @@ GPU_FIELDS = ("gpu_id", "gpu__node__name", "gpu__index", "gpu__model", "gpu__mem
 CLUSTER_MEAN_WINDOW = timedelta(days=7)
 
 
-def rate_current(*, gpu_model: str, at: datetime | None = None) -> RateCard | None:
-    """The organisation-wide rate card in force for a GPU model at `at` (now by default)."""
-    at = at or timezone.now()
-    return (
-        RateCard.objects.filter(gpu_model=gpu_model, cluster__isnull=True, valid_from__lte=at)
-        .order_by("-valid_from")
-        .first()
-    )
-
-
-def _rates(models: set[str], at: datetime) -> dict[str, RateCard]:
-    cards: dict[str, RateCard] = {}
-    for card in RateCard.objects.filter(gpu_model__in=models, cluster__isnull=True, valid_from__lte=at).order_by(
-        "gpu_model", "valid_from"
-    ):
-        cards[card.gpu_model] = card
-    return cards
+def rate_current(
+    *, cluster: str, gpu_model: str, at: datetime | None = None, book: RateBook | None = None
+) -> Rate | None:
+    """The rate in force for a GPU model on a cluster at `at` (now by default), by the chargeback's own rule:
+    the cluster's card, else the organisation's, else the default (`*`) card; None without any."""
+    book = book or rate_book()
+    return rate_at(book.pricing(cluster, gpu_model).rates, at or timezone.now())
 
 
 def job_summaries(*, job_ids: Iterable[int], now: datetime | None = None) -> list[JobSummary]:
@@ -58,7 +49,7 @@ def job_summaries(*, job_ids: Iterable[int], now: datetime | None = None) -> lis
     for row in JobGpuHour.objects.filter(job_id__in=[j.pk for j in jobs]).values("job_id", *GPU_FIELDS, *HOUR_FIELDS):
         rows[row["job_id"]][row["gpu_id"]].append(row)
         gpu_info[row["gpu_id"]] = row
-    rates = _rates({j.gpu_model for j in jobs}, now)
+    book = rate_book()
     cluster_ids = {j.cluster_id for j in jobs}
     largest: dict[int, int] = defaultdict(int)
     for row in (
@@ -74,7 +65,11 @@ def job_summaries(*, job_ids: Iterable[int], now: datetime | None = None) -> lis
         .annotate(sm=Sum("sm_sum"), n=Sum("samples"))
         if row["n"]
     }
-    return [_summary(job, rows[job.pk], rates.get(job.gpu_model), largest, means, now) for job in jobs]
+    return [
+        _summary(job, rows[job.pk], rate_current(cluster=job.cluster.name, gpu_model=job.gpu_model, at=now, book=book),
+                 largest, means, now)
+        for job in jobs
+    ]  # fmt: skip
 
 
 def _summary(job: Job, by_gpu: dict[int, list[dict]], card, largest, means, now: datetime) -> JobSummary:
@@ -194,7 +189,7 @@ def cluster_top_jobs(*, user: User, cluster_id: int, limit: int = 10) -> list[di
 def job_cost_so_far(*, job: Job, now: datetime | None = None) -> tuple[Decimal, str] | None:
     """Allocated GPU-hours so far x the rate in force now; None without a rate card."""
     now = now or timezone.now()
-    card = rate_current(gpu_model=job.gpu_model, at=now)
+    card = rate_current(cluster=job.cluster.name, gpu_model=job.gpu_model, at=now)
     if card is None or job.start_time is None:
         return None
     seconds = max(((job.end_time or now) - job.start_time).total_seconds(), 0)

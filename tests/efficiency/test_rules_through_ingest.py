@@ -276,3 +276,32 @@ def test_an_inference_job_holding_little_memory_is_not_oversized(findings):
 
 def test_an_inference_job_using_its_sm_is_not_oversized(findings):
     assert "inference_oversized" not in findings(serving(sm=20.0))
+
+
+# pricing: findings are priced by the chargeback's own rate rule ---------------------------------------------------
+
+
+def test_a_model_without_a_card_of_its_own_is_priced_at_the_default_card(findings):
+    from tests.factories import rate
+
+    rate(model="*", price="3.00")
+    a100 = {"gpu_model": "NVIDIA A100-SXM4-40GB"}
+    records = busy_then(60, 180)
+    records = [{**records[0], **a100}, *({**s, **a100, "mem_total_mib": 40960.0} for s in records[1:])]
+
+    idle = findings(records)["idle_gpu"]
+    assert idle.evidence["idle_cost"] == "9.00"  # 3 idle GPU-hours at the default 3.00 USD
+    assert idle.monthly_waste == Decimal("9.00")
+
+
+def test_a_clusters_own_card_prices_its_findings_over_the_organisations(findings):
+    from governance.costs.models import RateCard
+    from governance.fleet.models import Cluster
+    from tests.factories import H100, at
+
+    cluster, _ = Cluster.objects.get_or_create(name="c1")
+    RateCard.objects.create(gpu_model=H100, cluster=cluster, price_per_gpu_hour=Decimal("5.00"),
+                            valid_from=at("2026-01-01T00:00:00Z"), currency="USD")  # fmt: skip
+
+    idle = findings(busy_then(60, 180))["idle_gpu"]
+    assert idle.evidence["idle_cost"] == "15.00"  # 3 idle GPU-hours at c1's 5.00, not the organisation's 2.00
