@@ -6,7 +6,7 @@
   the bench database, from the first POST to the last batch processed. Without a broker the task runs
   in-process right after each POST (Celery eager), which measures web + worker time in series;
   `ingest_mode` says which ran. Best of INGEST_RUNS runs of ~92,000 samples each. ingest_vs_copy divides
-  the rate by that of a raw binary COPY (psycopg set_types/write_row, best of three) of the very same rows
+  the rate by that of a raw binary COPY (psycopg set_types/write_row, best of INGEST_RUNS) of the very same rows
   into an empty copy of usage_sample (its indexes and monthly partitions included), same run;
   ingest_vs_copy_plain_table does the same against a plain heap without either. Every run counts the
   batches stored and the samples written against those posted, and the months written reconcile to the cent.
@@ -58,7 +58,7 @@ SMALL_BATCH_RECORDS = 2_000
 INGEST_GPUS, INGEST_HOURS, INGEST_INTERVAL_S = 64, 4, 10
 CHARGEBACK_GPUS, CHARGEBACK_DAYS = 16, 2
 REPEATS = 15
-INGEST_RUNS = 3
+INGEST_RUNS = 5
 # As docker-compose.yml deploys it: one ingest worker process per core, each taking one batch at a time.
 INGEST_WORKERS = int(os.environ.get("BENCH_INGEST_WORKERS", 0)) or os.cpu_count() or 1
 WORKER_TIMEOUT_S = 300
@@ -129,7 +129,7 @@ def _copy_rate(*, same_table: bool) -> float:
         else:
             cursor.execute(f"CREATE TABLE {table} (LIKE usage_sample INCLUDING {'ALL' if same_table else 'DEFAULTS'})")
     best = 0.0
-    for _ in range(3):
+    for _ in range(INGEST_RUNS):
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(f"TRUNCATE {table}")
             started = time.perf_counter()
