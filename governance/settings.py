@@ -280,6 +280,7 @@ SAMPLE_PARTITIONS_AHEAD = env_int("SAMPLE_PARTITIONS_AHEAD", 3)
 CELERY_BEAT_SCHEDULE["maintain-sample-partitions"] = {"task": "usage.maintain_partitions", "schedule": 6 * 3600.0}
 # Housekeeping is not ingest: keep it off the ingest workers.
 CELERY_TASK_ROUTES["usage.maintain_partitions"] = {"queue": "analysis"}
+CELERY_TASK_ROUTES["usage.remap_jobs"] = {"queue": "analysis"}
 # /metrics answers only with `Authorization: Bearer <METRICS_TOKEN>`; unset, it answers 404.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 

@@ -37,3 +37,16 @@ class ProjectAdmin(admin.ModelAdmin):
     search_fields = ("slug", "name")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [ProjectMappingInline]
+
+    def save_formset(self, request, form, formset, change) -> None:
+        """Jobs naming an account whose mapping was added, changed or deleted are remapped after the save."""
+        accounts = set()
+        if formset.model is ProjectMapping:
+            for inline in formset.forms:
+                if inline.has_changed() or inline in formset.deleted_forms:
+                    accounts |= {inline.initial.get("value"), inline.cleaned_data.get("value")} - {None, ""}
+        super().save_formset(request, form, formset, change)
+        if accounts:
+            from governance.usage.services import jobs_remap_on_commit
+
+            jobs_remap_on_commit(accounts=accounts)

@@ -8,6 +8,7 @@ from governance.api.permissions import AdminWrites, HasReadScope
 from governance.api.viewsets import ApiModelViewSet
 from governance.org.models import Membership, Project, ProjectMapping, Team, User
 from governance.org.selectors import teams_visible
+from governance.usage.services import jobs_remap_on_commit
 
 
 class TeamSerializer(serializers.ModelSerializer):
@@ -108,9 +109,25 @@ class MembershipViewSet(ApiModelViewSet):
 
 
 class ProjectMappingViewSet(ApiModelViewSet):
+    """Scheduler accounts to projects. Saving or deleting one remaps the jobs that name its account."""
+
     serializer_class = ProjectMappingSerializer
     filterset_class = ProjectMappingFilter
     permission_classes = [HasReadScope, AdminWrites]
+
+    def perform_create(self, serializer) -> None:
+        super().perform_create(serializer)
+        jobs_remap_on_commit(accounts=[serializer.instance.value])
+
+    def perform_update(self, serializer) -> None:
+        before = serializer.instance.value
+        super().perform_update(serializer)
+        jobs_remap_on_commit(accounts=[before, serializer.instance.value])
+
+    def perform_destroy(self, instance: ProjectMapping) -> None:
+        value = instance.value
+        super().perform_destroy(instance)
+        jobs_remap_on_commit(accounts=[value])
 
     def visible(self, user: User) -> QuerySet[ProjectMapping]:
         return (

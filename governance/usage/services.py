@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -13,8 +15,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from collectors.records import Batch, decode_batch, encode
+from governance.org.services import project_resolve
 from governance.usage import prepared, writer
-from governance.usage.models import IngestBatch
+from governance.usage.models import IngestBatch, Job
 from governance.usage.prepared import Prepared
 
 logger = logging.getLogger(__name__)
@@ -142,6 +145,46 @@ def usage_prepared_write(*, batch: Prepared) -> ProcessResult:
         writer.fleet_touch(header.gpus, cluster_ids)
         writer.rollups_fold()
     return ProcessResult(jobs=len(header.jobs), samples=header.samples)
+
+
+def jobs_remap(*, accounts: Iterable[str] | None = None) -> int:
+    """Resolve the project of jobs again after project mappings changed (jobs naming `accounts`, or all);
+    returns how many changed project. A job that no mapping or project names any more becomes unattributed.
+
+    Closed months keep their frozen lines: a change to one shows as an adjustment in the open month.
+    """
+    jobs = Job.objects.filter(described=True)
+    if accounts is not None:
+        jobs = jobs.filter(account__in=set(accounts))
+    resolved: dict[tuple[str, str | None, str], int | None] = {}
+    moved: dict[int | None, list[int]] = defaultdict(list)
+    rows = jobs.values_list("pk", "account", "team_name", "cluster__name", "project_id")
+    for pk, account, team, cluster, project_id in rows.iterator(chunk_size=5000):
+        key = (account, team or None, cluster)
+        if key not in resolved:
+            project = project_resolve(account=account, team=team or None, cluster=cluster)
+            resolved[key] = project.pk if project else None
+        if resolved[key] != project_id:
+            moved[resolved[key]].append(pk)
+    with transaction.atomic():
+        for project_id, pks in moved.items():
+            Job.objects.filter(pk__in=pks).update(project_id=project_id, updated_at=timezone.now())
+    return sum(len(pks) for pks in moved.values())
+
+
+def jobs_remap_on_commit(*, accounts: Iterable[str]) -> None:
+    """Once the current transaction commits (a mapping saved or deleted), remap the jobs naming `accounts`."""
+    values = sorted(set(accounts))
+
+    def enqueue() -> None:
+        from governance.usage.tasks import remap_jobs
+
+        try:
+            remap_jobs.delay(values)
+        except Exception:  # broker down: the mapping is saved; remapping runs with the next change or by hand
+            logger.warning("could not enqueue remapping jobs of %s", values, exc_info=True)
+
+    transaction.on_commit(enqueue)
 
 
 def inbox_sweep(*, older_than: timedelta = timedelta(minutes=2), limit: int = 1000) -> int:

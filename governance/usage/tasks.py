@@ -27,3 +27,8 @@ def sweep_inbox() -> int:
 def maintain_partitions() -> dict[str, object]:
     report = partitions.partitions_maintain()
     return {"created": report.created, "dropped": report.dropped, "moved_rows": report.moved_rows}
+
+
+@shared_task(name="usage.remap_jobs")
+def remap_jobs(accounts: list[str] | None = None) -> int:
+    return services.jobs_remap(accounts=accounts)
