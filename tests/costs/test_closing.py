@@ -141,3 +141,19 @@ def test_a_rate_from_an_open_month_on_is_accepted_after_a_close(closed_november)
     card = set_rate(H100, "3.00", since="2026-12-01")
 
     assert card.price_per_gpu_hour == Decimal("3.00")
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_a_mapping_that_moves_a_closed_months_job_lands_as_an_adjustment_between_teams(closed_november, cast):
+    from governance.org.models import ProjectMapping
+    from governance.usage.services import jobs_remap
+
+    ProjectMapping.objects.create(value="llm-pretrain", project=cast.vision.projects.get())
+    assert jobs_remap(accounts=["llm-pretrain"]) == 1
+
+    assert by_team(chargeback_by_team(month=NOV))["NLP"] == cents(4)  # the closed month is as billed
+    adjustments = [c for c in statement_charges(month=DEC) if c.kind == "adjustment"]
+    assert {(c.team, c.job_ref, cents(c.cost)) for c in adjustments} == {
+        ("NLP", "1", cents(-4)),
+        ("Vision", "1", cents(4)),
+    }
