@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from collectors.records import TERMINAL_STATES, JobRecord
 from governance.fleet.models import Cluster, Gpu, Node
-from governance.org.services import project_resolve
+from governance.org.services import project_ids_resolver
 from governance.usage import prepared
 from governance.usage.models import IngestBatch, Job
 from governance.usage.prepared import GpuFacts
@@ -110,19 +110,25 @@ def clusters_ensure(names: Iterable[str]) -> dict[str, int]:
     return known
 
 
+def _known_ids(model, field: str, keys: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    """(cluster id, `field`) -> id of the rows of `model` among `keys` that exist."""
+    rows = model.objects.filter(cluster_id__in={c for c, _ in keys}, **{f"{field}__in": {v for _, v in keys}})
+    return {(c, v): pk for pk, c, v in rows.values_list("id", "cluster_id", field) if (c, v) in keys}
+
+
+def _ids_ensure(model, field: str, keys: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    """(cluster id, `field`) -> id, creating the rows not known yet (no lock on known ones)."""
+    ids = _known_ids(model, field, keys)
+    if len(ids) < len(keys):  # sorted: two workers creating the same rows wait rather than deadlock
+        missing = sorted(keys - ids.keys())
+        model.objects.bulk_create([model(cluster_id=c, **{field: v}) for c, v in missing], ignore_conflicts=True)
+        ids = _known_ids(model, field, keys)
+    return ids
+
+
 def nodes_ensure(keys: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
     """(cluster id, node name) -> node id, creating the nodes not seen before (no lock on known ones)."""
-
-    def known() -> dict[tuple[int, str], int]:
-        rows = Node.objects.filter(cluster_id__in={c for c, _ in keys}, name__in={n for _, n in keys})
-        return {(c, n): pk for pk, c, n in rows.values_list("id", "cluster_id", "name") if (c, n) in keys}
-
-    ids = known()
-    if len(ids) < len(keys):  # sorted: two workers creating the same nodes wait rather than deadlock
-        missing = sorted(keys - ids.keys())
-        Node.objects.bulk_create([Node(cluster_id=c, name=n) for c, n in missing], ignore_conflicts=True)
-        ids = known()
-    return ids
+    return _ids_ensure(Node, "name", keys)
 
 
 def _lock_in_order(rows: QuerySet) -> list[int]:
@@ -174,21 +180,16 @@ def _gpus_write(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int], node_ids:
         cursor.execute(GPU_UPSERT.format(values=values, action=action), params)
 
 
-def _gpu_keys(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> dict[tuple[int, str], int]:
-    keys = {(cluster_ids[g.cluster], g.uuid) for g in gpus}
-    rows = Gpu.objects.filter(cluster_id__in={c for c, _ in keys}, uuid__in={u for _, u in keys})
-    return {(c, u): pk for pk, c, u in rows.values_list("id", "cluster_id", "uuid") if (c, u) in keys}
-
-
 def gpu_ids_ensure(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> list[int]:
     """Ids of the batch's GPUs, in the same order; new GPUs (and their nodes) are created. Known GPUs are
     not locked here: their facts are folded in by `fleet_touch`, at the end of the transaction."""
-    ids = _gpu_keys(gpus, cluster_ids)
-    if len(ids) < len(gpus):
+    keys = {(cluster_ids[g.cluster], g.uuid) for g in gpus}
+    ids = _known_ids(Gpu, "uuid", keys)
+    if len(ids) < len(keys):
         new = [g for g in gpus if (cluster_ids[g.cluster], g.uuid) not in ids]
         node_ids = nodes_ensure({(cluster_ids[g.cluster], g.node) for g in new})
         _gpus_write(new, cluster_ids, node_ids, facts=False)
-        ids = _gpu_keys(gpus, cluster_ids)
+        ids = _known_ids(Gpu, "uuid", keys)
     return [ids[(cluster_ids[g.cluster], g.uuid)] for g in gpus]
 
 
@@ -220,14 +221,13 @@ def _merge_job(job: Job, rec: JobRecord, project_id: int | None) -> None:
     job.described = True
 
 
-JOB_FIELDS = [
-    "user_name", "account", "team_name", "project_id", "gpus", "gpu_model", "submit_time", "start_time",
-    "end_time", "state", "labels", "described",
-]  # fmt: skip
-
-
-JOB_TYPES = ["text", "text", "text", "int8", "int4", "text", "timestamptz", "timestamptz", "timestamptz", "text",
-             "jsonb", "bool"]  # fmt: skip
+# What a job record may change, with each column's type for the one-statement update below.
+JOB_COLUMNS = (
+    ("user_name", "text"), ("account", "text"), ("team_name", "text"), ("project_id", "int8"), ("gpus", "int4"),
+    ("gpu_model", "text"), ("submit_time", "timestamptz"), ("start_time", "timestamptz"),
+    ("end_time", "timestamptz"), ("state", "text"), ("labels", "jsonb"), ("described", "bool"),
+)  # fmt: skip
+JOB_FIELDS = [name for name, _ in JOB_COLUMNS]
 
 # One statement for every changed job (PostgreSQL): Django's bulk_update builds a CASE per field and job,
 # which costs about a millisecond per job in Python.
@@ -247,7 +247,7 @@ def _jobs_update(jobs: list[Job]) -> None:
         return
     sql = JOBS_UPDATE.format(
         assignments=", ".join(f"{f} = v.{f}" for f in JOB_FIELDS),
-        arrays=", ".join(f"%s::{t}[]" for t in JOB_TYPES),
+        arrays=", ".join(f"%s::{t}[]" for _, t in JOB_COLUMNS),
         fields=", ".join(JOB_FIELDS),
     )
     columns = [[job.pk for job in jobs]]
@@ -261,19 +261,7 @@ def _jobs_update(jobs: list[Job]) -> None:
 def job_ids_ensure(keys: Iterable[tuple[int, str]]) -> dict[tuple[int, str], int]:
     """(cluster id, external id) -> job id, creating the jobs not known yet (no lock on known ones)."""
     keys = set(keys)
-    if not keys:
-        return {}
-
-    def known() -> dict[tuple[int, str], int]:
-        rows = Job.objects.filter(cluster_id__in={c for c, _ in keys}, external_id__in={e for _, e in keys})
-        return {(c, e): pk for pk, c, e in rows.values_list("id", "cluster_id", "external_id") if (c, e) in keys}
-
-    ids = known()
-    if len(ids) < len(keys):  # sorted: two workers creating the same jobs wait rather than deadlock
-        missing = sorted(keys - ids.keys())
-        Job.objects.bulk_create([Job(cluster_id=c, external_id=e) for c, e in missing], ignore_conflicts=True)
-        ids = known()
-    return ids
+    return _ids_ensure(Job, "external_id", keys) if keys else {}
 
 
 def jobs_apply(records: Sequence[JobRecord], models: dict[int, str], cluster_ids: dict[str, int]) -> None:
@@ -288,13 +276,10 @@ def jobs_apply(records: Sequence[JobRecord], models: dict[int, str], cluster_ids
     locked = Job.objects.select_for_update(no_key=True).filter(pk__in={*ids.values(), *unnamed}).order_by("pk")
     jobs = {job.pk: job for job in locked}
     before = {pk: _job_values(job) for pk, job in jobs.items()}
-    projects: dict[tuple[str, str | None, str], int | None] = {}
+    project_id = project_ids_resolver()
     for rec in records:
-        key = (rec.project, rec.team, rec.cluster)
-        if key not in projects:
-            project = project_resolve(account=rec.project, team=rec.team, cluster=rec.cluster)
-            projects[key] = project.pk if project else None
-        _merge_job(jobs[ids[(cluster_ids[rec.cluster], rec.job_id)]], rec, projects[key])
+        job = jobs[ids[(cluster_ids[rec.cluster], rec.job_id)]]
+        _merge_job(job, rec, project_id(rec.project, rec.team, rec.cluster))
     for pk, model in models.items():
         if pk in jobs and not jobs[pk].gpu_model:
             jobs[pk].gpu_model = model
@@ -374,15 +359,30 @@ INSERT_SAMPLES = (
 # The batch's samples are aggregated once per (job, GPU, hour), unallocated samples under a NULL job; both
 # rollups are then folded from that handful of rows rather than from the samples again.
 HOUR_STAGE = "usage_hour_stage"
-HOUR_COLUMNS = (
-    "job_id", "gpu_id", "hour", "samples", "idle_samples", "sm_sum", "sm_max", "sm_sq_sum", "mem_used_max",
-    "mem_total_mib", "power_sum", "power_samples", "numa_mismatch_samples", "io_wait_sum", "io_wait_samples",
-    "host_cpu_sum", "host_cpu_samples", "tensor_sum", "tensor_samples",
+# Each column of that aggregate, its type, and how a rollup row takes in a later batch's value.
+HOURS = (
+    ("job_id", "int8", None), ("gpu_id", "int8", None), ("hour", "timestamptz", None), ("samples", "int4", "sum"),
+    ("idle_samples", "int4", "sum"), ("sm_sum", "float8", "sum"), ("sm_max", "float8", "max"),
+    ("sm_sq_sum", "float8", "sum"), ("mem_used_max", "float8", "max"), ("mem_total_mib", "float8", "max"),
+    ("power_sum", "float8", "sum"), ("power_samples", "int4", "sum"), ("numa_mismatch_samples", "int4", "sum"),
+    ("io_wait_sum", "float8", "sum"), ("io_wait_samples", "int4", "sum"), ("host_cpu_sum", "float8", "sum"),
+    ("host_cpu_samples", "int4", "sum"), ("tensor_sum", "float8", "sum"), ("tensor_samples", "int4", "sum"),
 )  # fmt: skip
-HOUR_TYPES = (
-    "int8", "int8", "timestamptz", "int4", "int4", "float8", "float8", "float8", "float8", "float8", "float8",
-    "int4", "int4", "float8", "int4", "float8", "int4", "float8", "int4",
-)  # fmt: skip
+HOUR_COLUMNS = tuple(name for name, _, _ in HOURS)
+HOUR_TYPES = tuple(kind for _, kind, _ in HOURS)
+GPU_HOUR_FOLDS = {
+    "samples": "sum", "allocated_samples": "sum", "idle_samples": "sum", "sm_sum": "sum", "mem_used_max": "max",
+    "power_sum": "sum", "power_samples": "sum",
+}  # fmt: skip
+
+
+def _folded(table: str, folds: dict[str, str]) -> str:
+    """The SET list of a rollup upsert: sums add up, maxima keep the greater."""
+    return ",\n    ".join(
+        f"{c} = {table}.{c} + excluded.{c}" if how == "sum" else f"{c} = {{greatest}}({table}.{c}, excluded.{c})"
+        for c, how in folds.items()
+    )
+
 
 AGGREGATE_HOURS = f"""
 INSERT INTO {HOUR_STAGE} ({", ".join(HOUR_COLUMNS)})
@@ -399,38 +399,16 @@ UPSERT_JOB_HOURS = f"""
 INSERT INTO usage_jobgpuhour ({", ".join(HOUR_COLUMNS)})
 SELECT {", ".join(HOUR_COLUMNS)} FROM {HOUR_STAGE} WHERE job_id IS NOT NULL ORDER BY job_id, gpu_id, hour
 ON CONFLICT (job_id, gpu_id, hour) DO UPDATE SET
-    samples = usage_jobgpuhour.samples + excluded.samples,
-    idle_samples = usage_jobgpuhour.idle_samples + excluded.idle_samples,
-    sm_sum = usage_jobgpuhour.sm_sum + excluded.sm_sum,
-    sm_max = {{greatest}}(usage_jobgpuhour.sm_max, excluded.sm_max),
-    sm_sq_sum = usage_jobgpuhour.sm_sq_sum + excluded.sm_sq_sum,
-    mem_used_max = {{greatest}}(usage_jobgpuhour.mem_used_max, excluded.mem_used_max),
-    mem_total_mib = {{greatest}}(usage_jobgpuhour.mem_total_mib, excluded.mem_total_mib),
-    power_sum = usage_jobgpuhour.power_sum + excluded.power_sum,
-    power_samples = usage_jobgpuhour.power_samples + excluded.power_samples,
-    numa_mismatch_samples = usage_jobgpuhour.numa_mismatch_samples + excluded.numa_mismatch_samples,
-    io_wait_sum = usage_jobgpuhour.io_wait_sum + excluded.io_wait_sum,
-    io_wait_samples = usage_jobgpuhour.io_wait_samples + excluded.io_wait_samples,
-    host_cpu_sum = usage_jobgpuhour.host_cpu_sum + excluded.host_cpu_sum,
-    host_cpu_samples = usage_jobgpuhour.host_cpu_samples + excluded.host_cpu_samples,
-    tensor_sum = usage_jobgpuhour.tensor_sum + excluded.tensor_sum,
-    tensor_samples = usage_jobgpuhour.tensor_samples + excluded.tensor_samples
+    {_folded("usage_jobgpuhour", {name: how for name, _, how in HOURS if how})}
 """
 
 UPSERT_GPU_HOURS = f"""
-INSERT INTO usage_gpuhour (gpu_id, hour, samples, allocated_samples, idle_samples, sm_sum, mem_used_max,
-    power_sum, power_samples)
+INSERT INTO usage_gpuhour (gpu_id, hour, {", ".join(GPU_HOUR_FOLDS)})
 SELECT gpu_id, hour, sum(samples), sum(CASE WHEN job_id IS NULL THEN 0 ELSE samples END), sum(idle_samples),
     sum(sm_sum), max(mem_used_max), sum(power_sum), sum(power_samples)
 FROM {HOUR_STAGE} GROUP BY gpu_id, hour ORDER BY gpu_id, hour
 ON CONFLICT (gpu_id, hour) DO UPDATE SET
-    samples = usage_gpuhour.samples + excluded.samples,
-    allocated_samples = usage_gpuhour.allocated_samples + excluded.allocated_samples,
-    idle_samples = usage_gpuhour.idle_samples + excluded.idle_samples,
-    sm_sum = usage_gpuhour.sm_sum + excluded.sm_sum,
-    mem_used_max = {{greatest}}(usage_gpuhour.mem_used_max, excluded.mem_used_max),
-    power_sum = usage_gpuhour.power_sum + excluded.power_sum,
-    power_samples = usage_gpuhour.power_samples + excluded.power_samples
+    {_folded("usage_gpuhour", GPU_HOUR_FOLDS)}
 """
 
 
