@@ -1,3 +1,5 @@
+from collections.abc import Callable
+
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils.text import slugify
@@ -33,3 +35,18 @@ def project_resolve(*, account: str, team: str | None, cluster: str) -> Project 
             return Project.objects.get_or_create(slug=slug, defaults={"team": team_obj, "name": account})[0]
     except IntegrityError:  # another worker created it first
         return Project.objects.get(slug=slug)
+
+
+def project_ids_resolver() -> Callable[[str, str | None, str], int | None]:
+    """`project_resolve` as a project id (or None), remembered per (account, team, cluster): for one pass
+    over many jobs, which name the same few accounts."""
+    memo: dict[tuple[str, str | None, str], int | None] = {}
+
+    def resolve(account: str, team: str | None, cluster: str) -> int | None:
+        key = (account, team, cluster)
+        if key not in memo:
+            project = project_resolve(account=account, team=team, cluster=cluster)
+            memo[key] = project.pk if project else None
+        return memo[key]
+
+    return resolve

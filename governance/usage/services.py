@@ -15,7 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from collectors.records import Batch, decode_batch, encode
-from governance.org.services import project_resolve
+from governance.org.services import project_ids_resolver
 from governance.usage import prepared, writer
 from governance.usage.models import IngestBatch, Job
 from governance.usage.prepared import Prepared
@@ -156,16 +156,13 @@ def jobs_remap(*, accounts: Iterable[str] | None = None) -> int:
     jobs = Job.objects.filter(described=True)
     if accounts is not None:
         jobs = jobs.filter(account__in=set(accounts))
-    resolved: dict[tuple[str, str | None, str], int | None] = {}
+    resolve = project_ids_resolver()
     moved: dict[int | None, list[int]] = defaultdict(list)
     rows = jobs.values_list("pk", "account", "team_name", "cluster__name", "project_id")
     for pk, account, team, cluster, project_id in rows.iterator(chunk_size=5000):
-        key = (account, team or None, cluster)
-        if key not in resolved:
-            project = project_resolve(account=account, team=team or None, cluster=cluster)
-            resolved[key] = project.pk if project else None
-        if resolved[key] != project_id:
-            moved[resolved[key]].append(pk)
+        now_project = resolve(account, team or None, cluster)
+        if now_project != project_id:
+            moved[now_project].append(pk)
     with transaction.atomic():
         for project_id, pks in moved.items():
             Job.objects.filter(pk__in=pks).update(project_id=project_id, updated_at=timezone.now())
