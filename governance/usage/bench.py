@@ -106,8 +106,14 @@ def _setup() -> str:
     return api_token_create(user=user, name="bench", scope="ingest")[1]
 
 
-def _copy_rate(*, same_table: bool) -> float:
-    """Rows per second of a raw binary COPY of every sample row into an empty copy of usage_sample.
+def _sample_rows() -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {', '.join(writer.SAMPLE_COLUMNS)} FROM usage_sample")
+        return cursor.fetchall()
+
+
+def _copy_rate(rows: list[tuple], *, same_table: bool) -> float:
+    """Rows per second of a raw binary COPY of `rows` into an empty copy of usage_sample.
 
     `same_table`: the copy has usage_sample's indexes and, on a partitioned usage_sample, its partitions
     (what the ingest path writes into); otherwise it is a plain heap with neither (PostgreSQL's best case).
@@ -115,8 +121,6 @@ def _copy_rate(*, same_table: bool) -> float:
     cols = ", ".join(writer.SAMPLE_COLUMNS)
     table = "bench_copy"
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {cols} FROM usage_sample")
-        rows = cursor.fetchall()
         cursor.execute(f"DROP TABLE IF EXISTS {table}")
         if same_table and partitions.is_partitioned():
             cursor.execute(f"CREATE TABLE {table} (LIKE usage_sample INCLUDING ALL) PARTITION BY RANGE (ts)")
@@ -339,7 +343,8 @@ def _bench_ingest(out: Out, pipeline: Pipeline | None) -> None:
         )
         rate = max(rate, _ingest_rate(token, _batches(window.history(every), BATCH_RECORDS), pipeline))
     samples = Sample.objects.count() // INGEST_RUNS
-    copy, plain = _copy_rate(same_table=True), _copy_rate(same_table=False)
+    rows = _sample_rows()  # the very rows the runs wrote
+    copy, plain = _copy_rate(rows, same_table=True), _copy_rate(rows, same_table=False)
     out("ingest_batch_records", BATCH_RECORDS)
     out("ingest_samples", samples)
     out("ingest_samples_per_s", round(rate))
