@@ -44,22 +44,24 @@ def _ratio(part: float | None, whole: float | None) -> float | None:
     return None if not whole else float(part or 0) / float(whole)
 
 
+def _per_bucket(hours: QuerySet, resolution: str, **more) -> QuerySet:
+    """Hourly rollup rows summed per hour or day: rows (GPU-hours), samples, idle samples, SM sum, and `more`."""
+    return (
+        hours.annotate(bucket=Trunc("hour", resolution, tzinfo=UTC))
+        .values("bucket")
+        .annotate(rows=Count("id"), n=Sum("samples"), idle=Sum("idle_samples"), sm=Sum("sm_sum"), **more)
+        .order_by("bucket")
+    )
+
+
 def job_usage_series(*, job: Job, resolution: str) -> list[UsagePoint]:
     """The job's GPUs per hour or per day, summed from JobGpuHour (never from raw samples)."""
-    rows = (
-        JobGpuHour.objects.filter(job=job)
-        .annotate(bucket=Trunc("hour", resolution, tzinfo=UTC))
-        .values("bucket")
-        .annotate(
-            rows=Count("id"),
-            n=Sum("samples"),
-            idle=Sum("idle_samples"),
-            sm=Sum("sm_sum"),
-            mem=Max("mem_used_max"),
-            power=Sum("power_sum"),
-            power_n=Sum("power_samples"),
-        )
-        .order_by("bucket")
+    rows = _per_bucket(
+        JobGpuHour.objects.filter(job=job),
+        resolution,
+        mem=Max("mem_used_max"),
+        power=Sum("power_sum"),
+        power_n=Sum("power_samples"),
     )
     return [
         UsagePoint(
@@ -79,19 +81,11 @@ def cluster_utilisation_series(
     *, cluster_id: int, resolution: str, start: datetime, end: datetime
 ) -> list[UtilisationPoint]:
     """Every GPU of the cluster, allocated or not, per hour or day, from GpuHour."""
-    rows = (
-        GpuHour.objects.filter(gpu__cluster_id=cluster_id, hour__gte=start, hour__lt=end)
-        .annotate(bucket=Trunc("hour", resolution, tzinfo=UTC))
-        .values("bucket")
-        .annotate(
-            gpus=Count(F("gpu_id"), distinct=True),
-            rows=Count("id"),
-            n=Sum("samples"),
-            allocated=Sum("allocated_samples"),
-            idle=Sum("idle_samples"),
-            sm=Sum("sm_sum"),
-        )
-        .order_by("bucket")
+    rows = _per_bucket(
+        GpuHour.objects.filter(gpu__cluster_id=cluster_id, hour__gte=start, hour__lt=end),
+        resolution,
+        gpus=Count(F("gpu_id"), distinct=True),
+        allocated=Sum("allocated_samples"),
     )
     return [
         UtilisationPoint(
