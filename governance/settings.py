@@ -154,6 +154,11 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
+# Celery's Django fixup closes every database connection before and after every task unless this is set,
+# so each ingest batch paid for a new PostgreSQL backend (fork, authentication, cold catalog caches: more
+# CPU than writing the batch's samples). Set, it closes them only every this many tasks; between tasks
+# governance/celery.py applies Django's own rule instead (CONN_MAX_AGE, health checks, after errors).
+CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
 
 # --- REST API -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -83,3 +83,29 @@ def test_a_batch_posted_over_http_is_processed_by_a_real_worker(client, ingest_t
     time.sleep(2)  # give a wrongly enqueued second run the chance to show itself
     assert (IngestBatch.objects.count(), Sample.objects.count()) == (1, 90)
     assert sum(JobGpuHour.objects.values_list("samples", flat=True)) == 90
+
+
+def worker_backends() -> set[tuple[int, object]]:
+    """(pid, start) of the sessions other than this test's own on the test database: the worker's."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, backend_start FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return set(cursor.fetchall())
+
+
+def test_the_worker_keeps_its_database_session_from_one_batch_to_the_next(client, ingest_token, worker):
+    """Celery closes Django's connections around every task unless told otherwise; a new PostgreSQL backend
+    per batch cost more CPU than the batch's samples. CONN_MAX_AGE decides now, as it does for requests."""
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {ingest_token}"}
+    sessions = []
+    for n, start in enumerate(("2026-11-03T09:00:00Z", "2026-11-03T10:00:00Z", "2026-11-03T11:00:00Z"), start=1):
+        body = batch_body([job_record(), *series(start=at(start), minutes=10)])
+        assert client.post("/api/v1/ingest/", data=body, content_type="application/json", **auth).status_code == 202
+        wait_until(lambda n=n: IngestBatch.objects.filter(processed_at__isnull=False).count() == n)
+        sessions.append(worker_backends())
+
+    assert Sample.objects.count() == 30
+    assert len(sessions[0]) == 1  # the worker's session outlives the task that opened it
+    assert sessions[0] == sessions[1] == sessions[2]
