@@ -15,7 +15,6 @@ from contextlib import contextmanager
 import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection
-from django.db.models import QuerySet
 from django.utils import timezone
 
 from collectors.records import TERMINAL_STATES, JobRecord
@@ -113,7 +112,8 @@ def clusters_ensure(names: Iterable[str]) -> dict[str, int]:
 def _known_ids(model, field: str, keys: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
     """(cluster id, `field`) -> id of the rows of `model` among `keys` that exist."""
     rows = model.objects.filter(cluster_id__in={c for c, _ in keys}, **{f"{field}__in": {v for _, v in keys}})
-    return {(c, v): pk for pk, c, v in rows.values_list("id", "cluster_id", field) if (c, v) in keys}
+    # order_by(): no default ordering (a GPU's joins the cluster and node tables to sort by their names).
+    return {(c, v): pk for pk, c, v in rows.order_by().values_list("id", "cluster_id", field) if (c, v) in keys}
 
 
 def _ids_ensure(model, field: str, keys: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
@@ -131,21 +131,30 @@ def nodes_ensure(keys: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
     return _ids_ensure(Node, "name", keys)
 
 
-def _lock_in_order(rows: QuerySet) -> list[int]:
-    """Lock rows by ascending id before updating them; returns their ids.
+# The node rows are locked by ascending id before they are updated: an UPDATE takes its row locks in scan
+# order, which differs between two workers updating the same rows (new row versions move). NO KEY: the
+# foreign-key checks of another worker's commit (KEY SHARE on the same nodes) do not wait for these locks.
+NODES_TOUCH = """
+UPDATE fleet_node SET last_seen_at = %s
+WHERE id IN (SELECT id FROM fleet_node WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE)
+"""
 
-    An UPDATE takes its row locks in scan order, which differs between two workers updating the same rows
-    (new row versions move). NO KEY: the foreign-key checks of another worker's commit (KEY SHARE on the
-    same jobs, nodes and GPUs) do not wait for these locks, so the two cannot deadlock on them.
-    """
-    return list(rows.select_for_update(no_key=True).order_by("pk").values_list("pk", flat=True))
 
-
-GPU_UPSERT = """
-INSERT INTO fleet_gpu (cluster_id, uuid, node_id, "index", model, memory_total_mib, numa_node, mig_profile,
-    first_seen_at, last_seen_at)
-VALUES {values}
-ON CONFLICT (cluster_id, uuid) DO {action}
+GPU_COLUMNS = (
+    ("cluster_id", "int8"), ("uuid", "text"), ("node_id", "int8"), ('"index"', "int4"), ("model", "text"),
+    ("memory_total_mib", "float8"), ("numa_node", "int4"), ("mig_profile", "text"), ("first_seen_at", "timestamptz"),
+    ("last_seen_at", "timestamptz"),
+)  # fmt: skip
+# PostgreSQL takes the GPUs as one array per column: the statement's text is the same for every batch (and
+# psycopg's conversion of it cached), where a VALUES list would be a new text per batch size.
+GPU_ROWS = {
+    "postgresql": "SELECT * FROM unnest({})".format(", ".join(f"%s::{t}[]" for _, t in GPU_COLUMNS)),
+    "sqlite": "VALUES {}",
+}
+GPU_UPSERT = f"""
+INSERT INTO fleet_gpu ({", ".join(c for c, _ in GPU_COLUMNS)})
+{{rows}}
+ON CONFLICT (cluster_id, uuid) DO {{action}}
 """
 GPU_FACTS_NEWER = """UPDATE SET
     node_id = CASE WHEN {newer} THEN excluded.node_id ELSE fleet_gpu.node_id END,
@@ -161,13 +170,21 @@ GPU_FACTS_NEWER = """UPDATE SET
 def _gpus_write(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int], node_ids: dict, *, facts: bool) -> None:
     """One statement for the batch's GPUs, in (cluster, uuid) order: insert the new ones; with `facts`, also
     fold the batch's facts into the known ones (a later sample's facts win)."""
-    adapt = connection.ops.adapt_datetimefield_value
-    params: list[object] = []
+    postgres = connection.vendor == "postgresql"
+    rows = []
     for g in sorted(gpus, key=lambda g: (cluster_ids[g.cluster], g.uuid)):
         cid = cluster_ids[g.cluster]
-        params += [cid, g.uuid, node_ids[(cid, g.node)], g.index, g.model, g.mem_total_mib, g.numa_node]
-        params += [g.mig_profile, adapt(g.first_seen), adapt(g.last_seen)]
-    postgres = connection.vendor == "postgresql"
+        rows.append((
+            cid, g.uuid, node_ids[(cid, g.node)], g.index, g.model, g.mem_total_mib, g.numa_node, g.mig_profile,
+            g.first_seen, g.last_seen,
+        ))  # fmt: skip
+    if postgres:
+        params: list[object] = [list(column) for column in zip(*rows, strict=True)]
+        values = GPU_ROWS["postgresql"]
+    else:
+        adapt = connection.ops.adapt_datetimefield_value
+        params = [v for row in rows for v in (*row[:8], adapt(row[8]), adapt(row[9]))]
+        values = GPU_ROWS["sqlite"].format(", ".join([f"({', '.join(['%s'] * len(GPU_COLUMNS))})"] * len(rows)))
     action = "NOTHING"
     if facts:
         action = GPU_FACTS_NEWER.format(
@@ -175,9 +192,8 @@ def _gpus_write(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int], node_ids:
             least="LEAST" if postgres else "min",
             greatest="GREATEST" if postgres else "max",
         )
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(gpus))
     with connection.cursor() as cursor:
-        cursor.execute(GPU_UPSERT.format(values=values, action=action), params)
+        cursor.execute(GPU_UPSERT.format(rows=values, action=action), params)
 
 
 def gpu_ids_ensure(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> list[int]:
@@ -198,8 +214,11 @@ def fleet_touch(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> None:
     if not gpus:
         return
     node_ids = nodes_ensure({(cluster_ids[g.cluster], g.node) for g in gpus})
-    locked = _lock_in_order(Node.objects.filter(pk__in=node_ids.values()))
-    Node.objects.filter(pk__in=locked).update(last_seen_at=timezone.now())
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(NODES_TOUCH, [timezone.now(), sorted(node_ids.values())])
+    else:  # SQLite: one writer at a time, no row locks
+        Node.objects.filter(pk__in=node_ids.values()).update(last_seen_at=timezone.now())
     _gpus_write(gpus, cluster_ids, node_ids, facts=True)
 
 
@@ -268,7 +287,11 @@ def jobs_apply(records: Sequence[JobRecord], models: dict[int, str], cluster_ids
     """Merge job records into their jobs (later facts win; an end time is never erased), and give a job
     that has no GPU model yet the one its samples ran on (`models`: job id -> model)."""
     keys = {(cluster_ids[r.cluster], r.job_id) for r in records}
-    unnamed = set(Job.objects.filter(pk__in=models, gpu_model="").values_list("pk", flat=True)) if models else set()
+    unnamed = (
+        set(Job.objects.filter(pk__in=models, gpu_model="").order_by().values_list("pk", flat=True))
+        if models
+        else set()
+    )
     if not keys and not unnamed:
         return
     ids = job_ids_ensure(keys)
@@ -299,10 +322,13 @@ def _stage(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: list[int
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             typed = ", ".join(f"{c} {t}" for c, t in zip(prepared.STAGE_COLUMNS, prepared.STAGE_TYPES, strict=True))
-            cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} ({typed}) ON COMMIT DELETE ROWS")
             hours = ", ".join(f"{c} {t}" for c, t in zip(HOUR_COLUMNS, HOUR_TYPES, strict=True))
-            cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {HOUR_STAGE} ({hours}) ON COMMIT DELETE ROWS")
-            cursor.execute(f"TRUNCATE {STAGE}, {HOUR_STAGE}")  # two batches may share one transaction
+            # One round trip; the TRUNCATE because two batches may share one transaction.
+            cursor.execute(
+                f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} ({typed}) ON COMMIT DELETE ROWS;"
+                f" CREATE TEMP TABLE IF NOT EXISTS {HOUR_STAGE} ({hours}) ON COMMIT DELETE ROWS;"
+                f" TRUNCATE {STAGE}, {HOUR_STAGE}"
+            )
             cols = ", ".join(prepared.STAGE_COLUMNS)
             with cursor.cursor.copy(f"COPY {STAGE} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
                 if isinstance(rows, memoryview):
@@ -421,12 +447,18 @@ def samples_write(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: l
     if connection.vendor == "postgresql":
         params.update(gpu_ids=gpu_ids, job_ids=job_ids)
     with connection.cursor() as cursor:
-        cursor.execute(_sql(INSERT_SAMPLES), params)
-        cursor.execute(_sql(AGGREGATE_HOURS), params)
+        if connection.vendor == "postgresql":  # one round trip
+            cursor.execute(f"{_sql(INSERT_SAMPLES)};\n{_sql(AGGREGATE_HOURS)}", params)
+        else:
+            cursor.execute(_sql(INSERT_SAMPLES), params)
+            cursor.execute(_sql(AGGREGATE_HOURS), params)
 
 
 def rollups_fold() -> None:
     """Fold the aggregate `samples_write` left into both hourly rollups (row locks in key order)."""
     with connection.cursor() as cursor:
-        cursor.execute(_sql(UPSERT_JOB_HOURS))
-        cursor.execute(_sql(UPSERT_GPU_HOURS))
+        if connection.vendor == "postgresql":  # one round trip
+            cursor.execute(f"{_sql(UPSERT_JOB_HOURS)};\n{_sql(UPSERT_GPU_HOURS)}")
+        else:
+            cursor.execute(_sql(UPSERT_JOB_HOURS))
+            cursor.execute(_sql(UPSERT_GPU_HOURS))
