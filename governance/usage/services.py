@@ -92,25 +92,16 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
     """Turn one inbox batch into jobs, samples and rollups, exactly once; None if already done or taken."""
     try:
         with transaction.atomic():
-            inbox = (
-                IngestBatch.objects.select_for_update(skip_locked=True)
-                .filter(pk=inbox_pk, processed_at__isnull=True)
-                .defer("body")
-                .first()
-            )
-            if inbox is None:
+            claimed = writer.inbox_claim(inbox_pk)
+            if claimed is None:
                 return None
+            form, body = claimed
             writer.commit_without_flush()
-            body = writer.inbox_body(inbox_pk)
             with writer.gc_paused():
-                if inbox.format == IngestBatch.Format.PREPARED:
+                if form == IngestBatch.Format.PREPARED:
                     result = usage_prepared_write(batch=prepared.decode(body))
                 else:  # SQLite, or a batch stored before prepared batches existed
                     result = usage_records_write(batch=decode_batch(body))
-            inbox.processed_at = timezone.now()
-            inbox.attempts += 1
-            inbox.last_error = ""
-            inbox.save(update_fields=["processed_at", "attempts", "last_error"])
     except Exception as exc:
         IngestBatch.objects.filter(pk=inbox_pk).update(attempts=F("attempts") + 1, last_error=repr(exc))
         raise

@@ -73,13 +73,32 @@ def commit_without_flush() -> None:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
-def inbox_body(inbox_pk: int) -> bytes:
+# Claims an unprocessed batch (skipping one another worker holds), marks it processed and returns its body,
+# in one round trip; a rollback of the processing transaction undoes the mark.
+INBOX_CLAIM = """
+UPDATE usage_ingestbatch SET processed_at = %s, attempts = attempts + 1, last_error = ''
+WHERE id = (SELECT id FROM usage_ingestbatch WHERE id = %s AND processed_at IS NULL FOR UPDATE SKIP LOCKED)
+RETURNING format, body
+"""
+
+
+def inbox_claim(inbox_pk: int) -> tuple[str, bytes] | None:
+    """(format, body) of an unprocessed inbox batch, now marked processed in the current transaction; None when
+    it is processed already or another worker holds it."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("inbox_claim must run inside the transaction that processes the batch")
     if connection.vendor != "postgresql":
-        return bytes(IngestBatch.objects.filter(pk=inbox_pk).values_list("body", flat=True).get())
-    connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute("SELECT body FROM usage_ingestbatch WHERE id = %s", [inbox_pk], binary=True)
-        return cursor.fetchone()[0]
+        inbox = IngestBatch.objects.select_for_update().filter(pk=inbox_pk, processed_at__isnull=True).first()
+        if inbox is None:
+            return None
+        inbox.processed_at = timezone.now()
+        inbox.attempts += 1
+        inbox.last_error = ""
+        inbox.save(update_fields=["processed_at", "attempts", "last_error"])
+        return inbox.format, bytes(inbox.body)
+    with psycopg.Cursor(connection.connection) as cursor:  # binary: the body comes back as its bytes
+        cursor.execute(INBOX_CLAIM, [timezone.now(), inbox_pk], binary=True)
+        return cursor.fetchone()
 
 
 @contextmanager
@@ -100,20 +119,54 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
+# The lookups every batch makes, as fixed statements on PostgreSQL: building the same ORM query for each batch
+# cost more than running it.
+KNOWN_CLUSTERS = "SELECT name, id FROM fleet_cluster WHERE name = ANY(%s)"
+KNOWN_IDS = """
+SELECT t.id, t.cluster_id, t.{field} FROM {table} t
+JOIN unnest(%s::int8[], %s::text[]) AS k (cluster_id, value) ON t.cluster_id = k.cluster_id AND t.{field} = k.value
+"""
+UNNAMED_JOBS = "SELECT id FROM usage_job WHERE id = ANY(%s) AND gpu_model = ''"
+
+
+def _known_clusters(names: set[str]) -> dict[str, int]:
+    if connection.vendor != "postgresql":
+        return dict(Cluster.objects.filter(name__in=names).values_list("name", "id"))
+    with connection.cursor() as cursor:
+        cursor.execute(KNOWN_CLUSTERS, [sorted(names)])
+        return dict(cursor.fetchall())
+
+
 def clusters_ensure(names: Iterable[str]) -> dict[str, int]:
     names = set(names)
-    known = dict(Cluster.objects.filter(name__in=names).values_list("name", "id"))
+    known = _known_clusters(names)
     if len(known) < len(names):  # only a new cluster costs a write
         Cluster.objects.bulk_create([Cluster(name=n) for n in names - known.keys()], ignore_conflicts=True)
-        known = dict(Cluster.objects.filter(name__in=names).values_list("name", "id"))
+        known = _known_clusters(names)
     return known
 
 
 def _known_ids(model, field: str, keys: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
     """(cluster id, `field`) -> id of the rows of `model` among `keys` that exist."""
+    if connection.vendor == "postgresql":
+        ordered = sorted(keys)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                KNOWN_IDS.format(table=model._meta.db_table, field=field),
+                [[c for c, _ in ordered], [v for _, v in ordered]],
+            )
+            return {(c, v): pk for pk, c, v in cursor.fetchall()}
     rows = model.objects.filter(cluster_id__in={c for c, _ in keys}, **{f"{field}__in": {v for _, v in keys}})
-    # order_by(): no default ordering (a GPU's joins the cluster and node tables to sort by their names).
     return {(c, v): pk for pk, c, v in rows.order_by().values_list("id", "cluster_id", field) if (c, v) in keys}
+
+
+def _unnamed_jobs(ids: Iterable[int]) -> set[int]:
+    """Those of the jobs `ids` that have no GPU model yet."""
+    if connection.vendor != "postgresql":
+        return set(Job.objects.filter(pk__in=ids, gpu_model="").values_list("pk", flat=True))
+    with connection.cursor() as cursor:
+        cursor.execute(UNNAMED_JOBS, [sorted(ids)])
+        return {pk for (pk,) in cursor.fetchall()}
 
 
 def _ids_ensure(model, field: str, keys: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
@@ -287,11 +340,7 @@ def jobs_apply(records: Sequence[JobRecord], models: dict[int, str], cluster_ids
     """Merge job records into their jobs (later facts win; an end time is never erased), and give a job
     that has no GPU model yet the one its samples ran on (`models`: job id -> model)."""
     keys = {(cluster_ids[r.cluster], r.job_id) for r in records}
-    unnamed = (
-        set(Job.objects.filter(pk__in=models, gpu_model="").order_by().values_list("pk", flat=True))
-        if models
-        else set()
-    )
+    unnamed = _unnamed_jobs(models) if models else set()
     if not keys and not unnamed:
         return
     ids = job_ids_ensure(keys)
