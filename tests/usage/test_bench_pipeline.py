@@ -1,0 +1,45 @@
+"""The ingest bench's own pipeline, at toy size: what `make bench` starts (gunicorn and Celery workers on
+the test database) posts, processes and counts every batch, and its figures and checks come out."""
+
+import os
+
+import pytest
+from django.db import connection
+
+from governance.usage import bench
+from governance.usage.models import IngestBatch, Sample
+
+pytestmark = [
+    pytest.mark.worker,
+    pytest.mark.skipif(not os.environ.get("CELERY_BROKER_URL"), reason="needs CELERY_BROKER_URL (a real broker)"),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="the bench runs against PostgreSQL"),
+    pytest.mark.django_db(transaction=True),
+]
+
+
+@pytest.fixture
+def toy_bench(monkeypatch):
+    """Eight GPUs sampled every minute for an hour per run, in batches of 100 and 50 records, two runs."""
+    monkeypatch.setattr(bench, "INGEST_GPUS", 8)
+    monkeypatch.setattr(bench, "INGEST_HOURS", 1)
+    monkeypatch.setattr(bench, "INGEST_INTERVAL_S", 60)
+    monkeypatch.setattr(bench, "BATCH_RECORDS", 100)
+    monkeypatch.setattr(bench, "SMALL_BATCH_RECORDS", 50)
+    monkeypatch.setattr(bench, "INGEST_RUNS", 2)
+
+
+def test_the_ingest_bench_posts_processes_and_reconciles_every_batch(toy_bench):
+    figures: dict[str, object] = {}
+
+    bench.bench_ingest(lambda name, value: figures.__setitem__(name, value))
+
+    assert figures["ingest_mode"] == "http_web_and_worker_processes"
+    assert figures["ingest_samples"] == 8 * 60  # per run: 8 GPUs x 60 minutes
+    for name in ("ingest_samples_per_s", "copy_samples_per_s", "ingest_samples_per_s_50_record_batches"):
+        assert isinstance(figures[name], int) and figures[name] > 0, name
+    assert figures["ingest_vs_copy"] == round(figures["ingest_samples_per_s"] / figures["copy_samples_per_s"], 3)
+    assert str(figures["reconcile_2026_10"]).startswith("ok (")
+    # Two measured runs and the small-batch run, each written once (the warm-up was flushed).
+    assert Sample.objects.count() == 3 * 8 * 60
+    assert figures["ingest_batches_processed"] == IngestBatch.objects.count()
+    assert not IngestBatch.objects.filter(processed_at__isnull=True).exists()
