@@ -96,7 +96,6 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
             if claimed is None:
                 return None
             form, body = claimed
-            writer.commit_without_flush()
             with writer.gc_paused():
                 if form == IngestBatch.Format.PREPARED:
                     result = usage_prepared_write(batch=prepared.decode(body))

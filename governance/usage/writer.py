@@ -62,17 +62,6 @@ def inbox_insert(
         raise IntegrityError(str(exc)) from exc
 
 
-def commit_without_flush() -> None:
-    """Let this transaction commit without waiting for its WAL flush (PostgreSQL).
-
-    Safe for processing a batch, never for storing one: if the server crashes before the flush, the
-    samples, rollups and processed_at vanish together and the sweep processes the inbox row again.
-    """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
-
-
 # Claims an unprocessed batch (skipping one another worker holds), marks it processed and returns its body,
 # in one round trip; a rollback of the processing transaction undoes the mark.
 INBOX_CLAIM = """
@@ -84,7 +73,12 @@ RETURNING format, body
 
 def inbox_claim(inbox_pk: int) -> tuple[str, bytes] | None:
     """(format, body) of an unprocessed inbox batch, now marked processed in the current transaction; None when
-    it is processed already or another worker holds it."""
+    it is processed already or another worker holds it.
+
+    On PostgreSQL the transaction will also commit without waiting for its WAL flush: safe for processing a
+    batch, never for storing one. If the server crashes before the flush, the samples, rollups and the mark
+    vanish together and the sweep processes the inbox row again.
+    """
     if not connection.in_atomic_block:
         raise RuntimeError("inbox_claim must run inside the transaction that processes the batch")
     if connection.vendor != "postgresql":
@@ -96,7 +90,9 @@ def inbox_claim(inbox_pk: int) -> tuple[str, bytes] | None:
         inbox.last_error = ""
         inbox.save(update_fields=["processed_at", "attempts", "last_error"])
         return inbox.format, bytes(inbox.body)
-    with psycopg.Cursor(connection.connection) as cursor:  # binary: the body comes back as its bytes
+    # Both statements in one round trip (pipeline mode); binary: the body comes back as its bytes.
+    with connection.connection.pipeline(), psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute("SET LOCAL synchronous_commit TO OFF")
         cursor.execute(INBOX_CLAIM, [timezone.now(), inbox_pk], binary=True)
         return cursor.fetchone()
 
@@ -220,9 +216,11 @@ GPU_FACTS_NEWER = """UPDATE SET
     last_seen_at = {greatest}(fleet_gpu.last_seen_at, excluded.last_seen_at)"""
 
 
-def _gpus_write(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int], node_ids: dict, *, facts: bool) -> None:
-    """One statement for the batch's GPUs, in (cluster, uuid) order: insert the new ones; with `facts`, also
-    fold the batch's facts into the known ones (a later sample's facts win)."""
+def _gpus_upsert(
+    gpus: Sequence[GpuFacts], cluster_ids: dict[str, int], node_ids: dict, *, facts: bool
+) -> tuple[str, list[object]]:
+    """One statement for the batch's GPUs, in (cluster, uuid) order, and its parameters: insert the new ones;
+    with `facts`, also fold the batch's facts into the known ones (a later sample's facts win)."""
     postgres = connection.vendor == "postgresql"
     rows = []
     for g in sorted(gpus, key=lambda g: (cluster_ids[g.cluster], g.uuid)):
@@ -245,8 +243,7 @@ def _gpus_write(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int], node_ids:
             least="LEAST" if postgres else "min",
             greatest="GREATEST" if postgres else "max",
         )
-    with connection.cursor() as cursor:
-        cursor.execute(GPU_UPSERT.format(rows=values, action=action), params)
+    return GPU_UPSERT.format(rows=values, action=action), params
 
 
 def gpu_ids_ensure(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> list[int]:
@@ -257,7 +254,8 @@ def gpu_ids_ensure(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> lis
     if len(ids) < len(keys):
         new = [g for g in gpus if (cluster_ids[g.cluster], g.uuid) not in ids]
         node_ids = nodes_ensure({(cluster_ids[g.cluster], g.node) for g in new})
-        _gpus_write(new, cluster_ids, node_ids, facts=False)
+        with connection.cursor() as cursor:
+            cursor.execute(*_gpus_upsert(new, cluster_ids, node_ids, facts=False))
         ids = _known_ids(Gpu, "uuid", keys)
     return [ids[(cluster_ids[g.cluster], g.uuid)] for g in gpus]
 
@@ -267,12 +265,13 @@ def fleet_touch(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> None:
     if not gpus:
         return
     node_ids = nodes_ensure({(cluster_ids[g.cluster], g.node) for g in gpus})
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(NODES_TOUCH, [timezone.now(), sorted(node_ids.values())])
-    else:  # SQLite: one writer at a time, no row locks
-        Node.objects.filter(pk__in=node_ids.values()).update(last_seen_at=timezone.now())
-    _gpus_write(gpus, cluster_ids, node_ids, facts=True)
+    upsert, params = _gpus_upsert(gpus, cluster_ids, node_ids, facts=True)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":  # nodes, then GPUs, in one round trip
+            cursor.execute(f"{NODES_TOUCH};\n{upsert}", [timezone.now(), sorted(node_ids.values()), *params])
+            return
+        Node.objects.filter(pk__in=node_ids.values()).update(last_seen_at=timezone.now())  # SQLite: no row locks
+        cursor.execute(upsert, params)
 
 
 def _merge_job(job: Job, rec: JobRecord, project_id: int | None) -> None:

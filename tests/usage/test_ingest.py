@@ -1,10 +1,12 @@
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 
 from collectors.records import BatchInvalid
 from governance.fleet.models import Gpu
 from governance.org.models import Project
+from governance.usage import services, writer
 from governance.usage.models import GpuHour, IngestBatch, Job, JobGpuHour, Sample
 from governance.usage.services import BatchConflict, usage_batch_process, usage_batch_receive
 from tests.factories import at, batch_body, ingest, job_record, sample_record, series
@@ -175,3 +177,32 @@ def test_a_deadlocked_batch_is_retried_by_its_task_and_lands_once(monkeypatch):
     inbox.refresh_from_db()
     assert len(calls) == 2 and inbox.processed_at is not None and inbox.attempts == 2
     assert Sample.objects.count() == 1 and GpuHour.objects.get().samples == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="synchronous_commit is PostgreSQL's")
+def test_processing_commits_without_waiting_for_the_wal_flush_but_storing_waits(monkeypatch):
+    """A crash can lose a processed batch's writes (the inbox row, still unprocessed, is processed again),
+    never a stored batch: `202 Accepted` means durable."""
+    seen = {}
+
+    def spy(name, function):
+        def wrapped(**kwargs):
+            with connection.cursor() as cursor:
+                cursor.execute("SHOW synchronous_commit")
+                seen[name] = cursor.fetchone()[0]
+            return function(**kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(services, "usage_prepared_write", spy("processing", services.usage_prepared_write))
+    monkeypatch.setattr(writer, "inbox_insert", spy("storing", writer.inbox_insert))
+    monkeypatch.setattr(services, "_enqueue", lambda inbox_pk: None)
+    usage_batch_receive(body=batch_body([job_record(), *series(start=at("2026-11-03T09:15:00Z"), minutes=5)]))
+    usage_batch_process(inbox_pk=IngestBatch.objects.get().pk)
+
+    assert seen == {"storing": "on", "processing": "off"}
+    assert Sample.objects.count() == 5
+    with connection.cursor() as cursor:  # SET LOCAL: the setting ended with the processing transaction
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"
