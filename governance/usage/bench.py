@@ -10,8 +10,9 @@
   into an empty copy of usage_sample (its indexes and monthly partitions included), same run;
   ingest_vs_copy_plain_table does the same against a plain heap without either. Every run counts the
   batches stored and the samples written against those posted, and the months written reconcile to the cent.
-- chargeback_ms_1x / _10x: the month's chargeback for the same jobs and GPUs sampled every 60 s and
-  every 6 s; chargeback_vs_sql: the selector's time over a hand-written SQL aggregate on the rollups.
+- chargeback_ms_1x / _10x: the month's chargeback for the same jobs and GPUs sampled every 60 s (July)
+  and every 6 s (September), both months in the database at once and timed in turns (median of REPEATS);
+  chargeback_vs_sql: the selector's time over a hand-written SQL aggregate on the rollups.
 """
 
 from __future__ import annotations
