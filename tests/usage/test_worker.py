@@ -24,6 +24,7 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
+WORKER_APP = "test-celery-worker"  # the worker's sessions, told apart from the live server's and the test's
 
 
 def _test_database_url() -> str:
@@ -37,7 +38,11 @@ def worker(tmp_path):
     """A real `celery worker` on the test database; stopped by the pid in its pidfile."""
     pidfile = tmp_path / "worker.pid"
     log = (tmp_path / "worker.log").open("w")
-    env = {**os.environ, "DATABASE_URL": _test_database_url(), "CELERY_BROKER_URL": BROKER}
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"{_test_database_url()}?application_name={WORKER_APP}",
+        "CELERY_BROKER_URL": BROKER,
+    }
     command = [
         sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", "ingest,analysis",
         "--pool", "solo", "--pidfile", str(pidfile), "--loglevel", "INFO", "--without-heartbeat", "--without-gossip",
@@ -86,11 +91,12 @@ def test_a_batch_posted_over_http_is_processed_by_a_real_worker(client, ingest_t
 
 
 def worker_backends() -> set[tuple[int, object]]:
-    """(pid, start) of the sessions other than this test's own on the test database: the worker's."""
+    """(pid, start) of the worker's sessions on the test database."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pid, backend_start FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " WHERE datname = current_database() AND application_name = %s",
+            [WORKER_APP],
         )
         return set(cursor.fetchall())
 
