@@ -6,8 +6,8 @@
   the bench database, from the first POST to the last batch processed. Without a broker the task runs
   in-process right after each POST (Celery eager), which measures web + worker time in series;
   `ingest_mode` says which ran. Best of INGEST_RUNS runs of ~92,000 samples each. ingest_vs_copy divides
-  the rate by that of a raw binary COPY (psycopg set_types/write_row, best of INGEST_RUNS) of the very same rows
-  into an empty copy of usage_sample (its indexes and monthly partitions included), same run;
+  the rate by that of a raw binary COPY (psycopg set_types/write_row) of the very rows each run wrote, right
+  after it, into an empty copy of usage_sample (its indexes and monthly partitions included), best of the runs;
   ingest_vs_copy_plain_table does the same against a plain heap without either. Every run counts the
   batches stored and the samples written against those posted, and the months written reconcile to the cent.
 - chargeback_ms_1x / _10x: the month's chargeback for the same jobs and GPUs sampled every 60 s (July)
@@ -108,9 +108,11 @@ def _setup() -> str:
     return api_token_create(user=user, name="bench", scope="ingest")[1]
 
 
-def _sample_rows() -> list[tuple]:
+def _sample_rows(start: datetime, end: datetime) -> list[tuple]:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {', '.join(writer.SAMPLE_COLUMNS)} FROM usage_sample")
+        cursor.execute(
+            f"SELECT {', '.join(writer.SAMPLE_COLUMNS)} FROM usage_sample WHERE ts >= %s AND ts < %s", [start, end]
+        )
         return cursor.fetchall()
 
 
@@ -134,19 +136,16 @@ def _copy_rate(rows: list[tuple], *, same_table: bool) -> float:
                 cursor.execute(f"CREATE TABLE bench_{name} PARTITION OF {table} {bound}")
         else:
             cursor.execute(f"CREATE TABLE {table} (LIKE usage_sample INCLUDING {'ALL' if same_table else 'DEFAULTS'})")
-    best = 0.0
-    for _ in range(INGEST_RUNS):
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(f"TRUNCATE {table}")
-            started = time.perf_counter()
-            with cursor.cursor.copy(f"COPY {table} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(writer.SAMPLE_TYPES)
-                for row in rows:
-                    copy.write_row(row)
-            best = max(best, len(rows) / (time.perf_counter() - started))
+    with transaction.atomic(), connection.cursor() as cursor:
+        started = time.perf_counter()
+        with cursor.cursor.copy(f"COPY {table} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(writer.SAMPLE_TYPES)
+            for row in rows:
+                copy.write_row(row)
+        rate = len(rows) / (time.perf_counter() - started)
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE {table}")
-    return best
+    return rate
 
 
 def _database_url() -> str:
@@ -337,18 +336,20 @@ def _bench_ingest(out: Out, pipeline: Pipeline | None) -> None:
     _ingest_rate(token, _batches(warm.history(every), BATCH_RECORDS), pipeline)
     call_command("flush", interactive=False, verbosity=0)
     token = _setup()
-    # Best of INGEST_RUNS, each on its own four hours, as the COPY reference is best of its runs: on a
-    # shared machine one run can fall on a busy moment, and both sides should be read the same way.
-    rate = 0.0
+    # Best of INGEST_RUNS, each on its own four hours and each followed at once by the COPY references of the
+    # very rows it wrote: on a shared machine a run can fall on a busy moment, and taking turns, both sides
+    # are read at the same moments and the same way.
+    rate = copy = plain = 0.0
     for run in range(INGEST_RUNS):
         day_end = end - timedelta(days=run)
         window = SimulatedCluster(
             cluster="bench", gpus=INGEST_GPUS, start=day_end - timedelta(hours=INGEST_HOURS), end=day_end
         )
         rate = max(rate, _ingest_rate(token, _batches(window.history(every), BATCH_RECORDS), pipeline))
+        rows = _sample_rows(window.start, window.end)
+        copy = max(copy, _copy_rate(rows, same_table=True))
+        plain = max(plain, _copy_rate(rows, same_table=False))
     samples = Sample.objects.count() // INGEST_RUNS
-    rows = _sample_rows()  # the very rows the runs wrote
-    copy, plain = _copy_rate(rows, same_table=True), _copy_rate(rows, same_table=False)
     out("ingest_batch_records", BATCH_RECORDS)
     out("ingest_samples", samples)
     out("ingest_samples_per_s", round(rate))
