@@ -496,19 +496,20 @@ def samples_write(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: l
     params: dict[str, object] = {"idle": settings.GOVERNANCE_IDLE_SM_PERCENT}
     if connection.vendor == "postgresql":
         params.update(gpu_ids=gpu_ids, job_ids=job_ids)
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":  # one round trip
-            cursor.execute(f"{_sql(INSERT_SAMPLES)};\n{_sql(AGGREGATE_HOURS)}", params)
-        else:
-            cursor.execute(_sql(INSERT_SAMPLES), params)
-            cursor.execute(_sql(AGGREGATE_HOURS), params)
+    _execute_in_turn([_sql(INSERT_SAMPLES), _sql(AGGREGATE_HOURS)], params)
 
 
 def rollups_fold() -> None:
     """Fold the aggregate `samples_write` left into both hourly rollups (row locks in key order)."""
+    _execute_in_turn([_sql(UPSERT_JOB_HOURS), _sql(UPSERT_GPU_HOURS)])
+
+
+def _execute_in_turn(statements: Sequence[str], params: dict[str, object] | None = None) -> None:
+    """Run `statements` in order with the same named parameters: on PostgreSQL in one round trip (a
+    client-side-bound execute takes several statements), on SQLite, which takes one, one by one."""
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":  # one round trip
-            cursor.execute(f"{_sql(UPSERT_JOB_HOURS)};\n{_sql(UPSERT_GPU_HOURS)}")
-        else:
-            cursor.execute(_sql(UPSERT_JOB_HOURS))
-            cursor.execute(_sql(UPSERT_GPU_HOURS))
+        if connection.vendor == "postgresql":
+            cursor.execute(";\n".join(statements), params)
+            return
+        for sql in statements:
+            cursor.execute(sql, params)
