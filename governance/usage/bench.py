@@ -261,6 +261,17 @@ def _post_all(url: str, token: str, bodies: list[bytes]) -> None:
         list(pool.map(post, bodies))
 
 
+@contextmanager
+def _tasks_in_process() -> Iterator[None]:
+    """Celery tasks run eagerly, in this process, for the duration (then as configured again)."""
+    eager = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        celery_app.conf.task_always_eager = eager
+
+
 def _ingest_rate(token: str, bodies: list[bytes], pipeline: Pipeline | None) -> float:
     """Samples per second from the first POST to the last batch processed; checks none was lost or doubled."""
     before, batches_before = Sample.objects.count(), IngestBatch.objects.count()
@@ -271,17 +282,13 @@ def _ingest_rate(token: str, bodies: list[bytes], pipeline: Pipeline | None) -> 
         _wait_processed(pipeline)
     else:
         client = Client()
-        eager = celery_app.conf.task_always_eager
-        celery_app.conf.task_always_eager = True
-        try:
+        with _tasks_in_process():
             for body in bodies:
                 response = client.post(
                     "/api/v1/ingest/", data=body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
                 )
                 if response.status_code != 202:
                     raise RuntimeError(f"ingest answered {response.status_code}: {response.content[:200]!r}")
-        finally:
-            celery_app.conf.task_always_eager = eager
     elapsed = time.perf_counter() - started
     if IngestBatch.objects.filter(processed_at__isnull=True).exists():
         raise RuntimeError("some bench batches were not processed")
@@ -294,20 +301,21 @@ def _ingest_rate(token: str, bodies: list[bytes], pipeline: Pipeline | None) -> 
     return written / elapsed
 
 
-def _reconcile(out: Out, month: Month, label: str = "", *, declared: bool = False) -> None:
-    """The bench month adds up (team charges + unallocated = capacity x rate, to the cent), or the bench fails.
-
-    The simulated clusters hold their GPUs all month, and their jobs run past the sampled hours, so their
-    capacity is declared (as an admin would) rather than inferred from the few hours the bench samples;
-    `declared`: the caller has declared it already.
-    """
-    from governance.costs.selectors import reconcile
+def _declare_capacity(month: Month) -> None:
+    """Declare every bench cluster's GPUs from the start of `month` (as an admin would): the simulated clusters
+    hold their GPUs all month and their jobs run past the sampled hours, so capacity inferred from the few
+    hours the bench samples would not cover them."""
     from governance.costs.services import capacity_set
     from governance.fleet.models import Cluster
 
-    if not declared:
-        for name, gpus in Cluster.objects.annotate(n=Count("gpus")).values_list("name", "n"):
-            capacity_set(cluster=name, gpu_model=GPU_MODEL, count=gpus, valid_from=month.start)
+    for name, gpus in Cluster.objects.annotate(n=Count("gpus")).values_list("name", "n"):
+        capacity_set(cluster=name, gpu_model=GPU_MODEL, count=gpus, valid_from=month.start)
+
+
+def _reconcile(out: Out, month: Month, label: str = "") -> None:
+    """The bench month adds up (team charges + unallocated = capacity x rate, to the cent), or the bench fails."""
+    from governance.costs.selectors import reconcile
+
     check = reconcile(month=month, now=month.end)
     if not check.ok:
         raise RuntimeError(f"{month} does not reconcile: {check.problems}")
@@ -364,7 +372,9 @@ def _bench_ingest(out: Out, pipeline: Pipeline | None) -> None:
     out(f"ingest_samples_per_s_{SMALL_BATCH_RECORDS}_record_batches", round(small))
     out(f"ingest_vs_copy_{SMALL_BATCH_RECORDS}_record_batches", round(small / copy, 3))
     out("ingest_batches_processed", IngestBatch.objects.filter(processed_at__isnull=False).count())
-    _reconcile(out, Month(end.year, end.month))
+    month = Month(end.year, end.month)
+    _declare_capacity(month)
+    _reconcile(out, month)
 
 
 def _load(sim: SimulatedCluster, every: timedelta) -> None:
@@ -424,14 +434,10 @@ def bench_chargeback(out: Out) -> None:
         cluster = f"bench-{every}s"
         end = month.start + timedelta(days=CHARGEBACK_DAYS)
         sim = SimulatedCluster(cluster=cluster, gpus=CHARGEBACK_GPUS, start=month.start, end=end)
-        eager = celery_app.conf.task_always_eager
-        celery_app.conf.task_always_eager = True
-        try:
+        with _tasks_in_process():
             _load(sim, timedelta(seconds=every))
-        finally:
-            celery_app.conf.task_always_eager = eager
-        # Each fleet holds its GPUs in its own month only (see _reconcile), and in the month before, where the
-        # jobs already running when sampling starts began.
+        # Each fleet holds its GPUs in its own month only (see _declare_capacity), and in the month before,
+        # where the jobs already running when sampling starts began.
         capacity_set(cluster=cluster, gpu_model=GPU_MODEL, count=CHARGEBACK_GPUS, valid_from=month.previous().start)
         capacity_set(cluster=cluster, gpu_model=GPU_MODEL, count=0, valid_from=month.next().start)
         samples = Sample.objects.filter(ts__gte=month.start, ts__lt=month.end).count()
@@ -441,7 +447,7 @@ def bench_chargeback(out: Out) -> None:
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
     for label, (month, _) in months.items():
-        _reconcile(out, month, f"_{label}", declared=True)
+        _reconcile(out, month, f"_{label}")
     (month_1x, _), (month_10x, _) = months.values()
     ms_1x, ms_10x, sql_10x = _median_ms(
         _chargeback(month_1x, now=month_1x.end), _chargeback(month_10x, now=month_10x.end), _chargeback_sql(month_10x)
