@@ -297,3 +297,6 @@ GOVERNANCE_BUDGET_WEBHOOK_URL = env_str("GOVERNANCE_BUDGET_WEBHOOK_URL")
 GOVERNANCE_BILLING_ACCOUNT = env_str("GOVERNANCE_BILLING_ACCOUNT", "gpu-governance")
 GOVERNANCE_PROVIDER_NAME = env_str("GOVERNANCE_PROVIDER_NAME", "On-premises GPU platform")
 CELERY_BEAT_SCHEDULE["check-budgets"] = {"task": "costs.check_budgets", "schedule": 900.0}
+# The charge ledger: marked days are re-priced after each batch and every minute; running jobs every 5 minutes.
+CELERY_BEAT_SCHEDULE["reprice-marked-days"] = {"task": "costs.reprice", "schedule": 60.0}
+CELERY_BEAT_SCHEDULE["reprice-running-jobs"] = {"task": "costs.reprice_running", "schedule": 300.0}

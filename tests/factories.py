@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.test import TestCase
+
 from collectors.records import decode_batch
-from governance.costs.models import RateCard
 from governance.usage.services import usage_batch_process, usage_batch_receive
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -79,19 +80,34 @@ def batch_body(records: list[dict[str, Any]], batch_id: str | None = None, colle
     return json.dumps({"batch_id": batch_id or str(uuid.uuid4()), "collector": collector, "records": records}).encode()
 
 
+def committed():
+    """Run what the code under test left for after its commit (tasks enqueued on commit: processing, pricing),
+    as a real commit would; tests run inside a transaction that never commits."""
+    return TestCase.captureOnCommitCallbacks(execute=True)
+
+
 def ingest(records: list[dict[str, Any]], batch_id: str | None = None) -> uuid.UUID:
-    """Through the real path: validate, store in the inbox, process (what the worker does)."""
+    """Through the real path: validate, store in the inbox, process (what the worker does), then price."""
     from governance.usage.models import IngestBatch
 
     body = batch_body(records, batch_id)
-    receipt = usage_batch_receive(body=body)
-    inbox = IngestBatch.objects.get(batch_id=receipt.batch_id)
-    usage_batch_process(inbox_pk=inbox.pk)
+    with committed():
+        receipt = usage_batch_receive(body=body)
+        inbox = IngestBatch.objects.get(batch_id=receipt.batch_id)
+        usage_batch_process(inbox_pk=inbox.pk)
     assert decode_batch(body).batch_id == receipt.batch_id
     return receipt.batch_id
 
 
+def priced() -> None:
+    """Re-price what is marked now (what the worker does after each change)."""
+    from governance.costs.reprice import charges_reprice
+
+    charges_reprice()
+
+
 def rate(model: str = H100, price: str = "2.00", valid_from: str = "2026-01-01T00:00:00Z", currency: str = "USD"):
-    return RateCard.objects.create(
-        gpu_model=model, price_per_gpu_hour=Decimal(price), valid_from=at(valid_from), currency=currency
-    )
+    from governance.costs.services import rate_card_set
+
+    with committed():
+        return rate_card_set(gpu_model=model, price=Decimal(price), valid_from=at(valid_from), currency=currency)

@@ -2,7 +2,19 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 
-from governance.costs.models import Budget, BudgetAlert, DeclaredCapacity, MonthClose, RateCard, StatementLine
+from governance.costs.marks import terms_changed
+from governance.costs.models import (
+    DEFAULT_MODEL,
+    Budget,
+    BudgetAlert,
+    CapacityDay,
+    Charge,
+    DeclaredCapacity,
+    MonthClose,
+    RateCard,
+    StatementLine,
+    UnallocatedPolicyTerm,
+)
 from governance.costs.services import last_closed_month, month_open_check
 
 
@@ -36,6 +48,32 @@ class CapacityForm(OpenMonthForm):
         fields = ["cluster", "gpu_model", "count", "valid_from"]
 
 
+class PolicyForm(OpenMonthForm):
+    class Meta:
+        model = UnallocatedPolicyTerm
+        fields = ["cluster", "policy", "valid_from"]
+
+
+class TermAdmin(admin.ModelAdmin):
+    """A term saved or deleted here re-prices the open days it touches, as the services do."""
+
+    def changed(self, obj) -> None:
+        model = getattr(obj, "gpu_model", None)
+        model = None if model in (None, DEFAULT_MODEL) else model
+        terms_changed(since=None, cluster_id=obj.cluster_id, gpu_model=model, usage=isinstance(obj, RateCard))
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        if isinstance(obj, UnallocatedPolicyTerm):
+            current = UnallocatedPolicyTerm.objects.filter(cluster=obj.cluster).order_by("-valid_from").first()
+            type(obj.cluster).objects.filter(pk=obj.cluster_id).update(unallocated_policy=current.policy)
+        self.changed(obj)
+
+    def delete_model(self, request, obj) -> None:
+        super().delete_model(request, obj)
+        self.changed(obj)
+
+
 class ClosedRowsAreNotDeleted:
     def has_delete_permission(self, request, obj=None) -> bool:
         if obj is None:
@@ -48,7 +86,7 @@ class ClosedRowsAreNotDeleted:
 
 
 @admin.register(RateCard)
-class RateCardAdmin(ClosedRowsAreNotDeleted, admin.ModelAdmin):
+class RateCardAdmin(ClosedRowsAreNotDeleted, TermAdmin):
     form = RateCardForm
     list_display = ("gpu_model", "cluster", "price_per_gpu_hour", "currency", "energy_price_per_kwh", "valid_from")
     list_filter = ("gpu_model", "currency", "cluster")
@@ -56,10 +94,17 @@ class RateCardAdmin(ClosedRowsAreNotDeleted, admin.ModelAdmin):
 
 
 @admin.register(DeclaredCapacity)
-class DeclaredCapacityAdmin(ClosedRowsAreNotDeleted, admin.ModelAdmin):
+class DeclaredCapacityAdmin(ClosedRowsAreNotDeleted, TermAdmin):
     form = CapacityForm
     list_display = ("cluster", "gpu_model", "count", "valid_from")
     list_filter = ("cluster", "gpu_model")
+
+
+@admin.register(UnallocatedPolicyTerm)
+class PolicyTermAdmin(ClosedRowsAreNotDeleted, TermAdmin):
+    form = PolicyForm
+    list_display = ("cluster", "policy", "valid_from", "created_at")
+    list_filter = ("cluster", "policy")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -112,3 +157,18 @@ class BudgetAdmin(admin.ModelAdmin):
 @admin.register(BudgetAlert)
 class BudgetAlertAdmin(ReadOnlyAdmin):
     list_display = ("budget", "threshold", "spent", "sent_at")
+
+
+@admin.register(Charge)
+class ChargeAdmin(ReadOnlyAdmin):
+    """The ledger is written by the pricing worker only."""
+
+    list_display = ("month", "day", "kind", "cluster_name", "team_name", "job_ref", "gpu_model", "gpu_hours", "cost")
+    list_filter = ("month", "kind", "cluster_name")
+    search_fields = ("job_ref", "team_name", "project_name")
+
+
+@admin.register(CapacityDay)
+class CapacityDayAdmin(ReadOnlyAdmin):
+    list_display = ("cluster", "day", "gpu_model", "gpu_hours", "cost", "priced_until")
+    list_filter = ("cluster",)

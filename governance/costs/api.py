@@ -2,9 +2,11 @@ import json
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
+from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import renderers, serializers, status
+from rest_framework import mixins, renderers, serializers, status, viewsets
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,14 +16,23 @@ from rest_framework.views import APIView
 from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
 from governance.api.models import AuditEntry
+from governance.api.permissions import AdminWrites
 from governance.api.services import audit_request_write
+from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs.focus import focus_csv
-from governance.costs.models import Budget, DeclaredCapacity, RateCard
-from governance.costs.selectors import chargeback_by_team, month_closed, statement_charges
-from governance.costs.services import MonthClosed, budget_set, capacity_set, rate_card_set, statement_close
+from governance.costs.models import Budget, DeclaredCapacity, RateCard, UnallocatedPolicyTerm
+from governance.costs.selectors import chargeback_by_team, month_closed
+from governance.costs.services import (
+    MonthClosed,
+    budget_set,
+    capacity_set,
+    policy_set,
+    rate_card_set,
+    statement_close,
+)
 from governance.lib.money import to_cents
 from governance.lib.months import Month
-from governance.org.models import Team
+from governance.org.models import Team, User
 from governance.org.selectors import teams_led, teams_visible
 
 NOT_ALLOWED = "Only {who} may do this."
@@ -52,13 +63,13 @@ def _month(text: str) -> Month | None:
 
 
 def _validation_error(exc: ValidationError) -> Response:
-    code = status.HTTP_409_CONFLICT if isinstance(exc, MonthClosed) or exc.code == "month_closed" else 400
-    name = "month_closed" if code == status.HTTP_409_CONFLICT else "invalid"
-    return error_response(code, name, "; ".join(exc.messages))
+    """A term dated into a closed month is a bad request (400, code month_closed) that names the month."""
+    name = "month_closed" if isinstance(exc, MonthClosed) or exc.code == "month_closed" else "invalid"
+    return error_response(status.HTTP_400_BAD_REQUEST, name, "; ".join(exc.messages))
 
 
-def _csv_response(charges, month: Month) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(focus_csv(charges, month=month), content_type="text/csv")
+def _csv_response(month: Month, team_ids: list[int] | None) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(focus_csv(month=month, team_ids=team_ids), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="chargeback-{month}.csv"'
     return response
 
@@ -99,16 +110,19 @@ class ChargebackView(APIView):
             if not request.user.sees_all_costs and not led.exists():
                 return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", DETAIL_NOT_ALLOWED)
             team_ids = None if request.user.sees_all_costs and not slug else list(led.values_list("pk", flat=True))
-            return _csv_response(statement_charges(month=month, team_ids=team_ids), month)
-        visible = set(teams_visible(user=request.user).values_list("name", flat=True))
+            return _csv_response(month, team_ids)
+        # Teams are matched by id: a team named like another sees only its own rows.
+        visible = teams_visible(user=request.user)
         if slug:
-            visible &= set(Team.objects.filter(slug=slug).values_list("name", flat=True))
+            visible = visible.filter(slug=slug)
+        ids: list[int | None] | None = list(visible.values_list("pk", flat=True))
+        if request.user.sees_all_costs and not slug:
+            ids = None  # finance and admins: every team, and the unattributed and unallocated lines
         closed = month_closed(month) is not None
         rows = [
             {"month": str(c.month), "team": c.team, "gpu_hours": c.gpu_hours, "cost": to_cents(c.cost),
              "currency": c.currency, "closed": closed}
-            for c in chargeback_by_team(month=month)
-            if c.team in visible or (request.user.sees_all_costs and not slug)
+            for c in chargeback_by_team(month=month, team_ids=ids)
         ]  # fmt: skip
         return Response(TeamChargeSerializer(rows, many=True).data)
 
@@ -137,6 +151,8 @@ class MonthCloseView(APIView):
                 close = statement_close(month=parsed, user=request.user)
                 audit_request_write(request=request, action=AuditEntry.Action.CLOSE, instance=close)
         except ValidationError as exc:
+            if exc.code == "month_closed":  # closed already: the request conflicts with the month's state
+                return error_response(status.HTTP_409_CONFLICT, "month_closed", "; ".join(exc.messages))
             return _validation_error(exc)
         body = {"month": str(parsed), "closed_at": close.closed_at, "lines": close.lines.count()}
         return Response(body, status=status.HTTP_201_CREATED)
@@ -152,43 +168,6 @@ class RateCardSerializer(serializers.ModelSerializer):
         validators = []  # the service validates (closed months, one currency) and upserts
 
 
-class AdminWrites(APIView):
-    permission_classes = [HasReadScope]
-
-    def refuse(self, request: Request) -> Response | None:
-        if not request.user.is_platform_admin:
-            return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", NOT_ALLOWED.format(who="admins"))
-        return None
-
-
-class RateCardListView(AdminWrites):
-    """Rate cards (effective-dated). POST adds one; a start inside a closed month is refused with 409."""
-
-    @extend_schema(responses=RateCardSerializer(many=True))
-    def get(self, request: Request):
-        cards = RateCard.objects.select_related("cluster").order_by("gpu_model", "valid_from")
-        return Response(RateCardSerializer(cards, many=True).data)
-
-    @extend_schema(request=RateCardSerializer, responses={201: RateCardSerializer})
-    def post(self, request: Request):
-        if refused := self.refuse(request):
-            return refused
-        data = RateCardSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        v = data.validated_data
-        try:
-            with transaction.atomic():
-                card = rate_card_set(
-                    gpu_model=v["gpu_model"], price=v["price_per_gpu_hour"], currency=v.get("currency", "USD"),
-                    valid_from=v["valid_from"], cluster=(v.get("cluster") or {}).get("name"),
-                    energy_price_per_kwh=v.get("energy_price_per_kwh"),
-                )  # fmt: skip
-                audit_request_write(request=request, action=AuditEntry.Action.CREATE, instance=card)
-        except ValidationError as exc:
-            return _validation_error(exc)
-        return Response(RateCardSerializer(card).data, status=status.HTTP_201_CREATED)
-
-
 class CapacitySerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name")
 
@@ -199,30 +178,14 @@ class CapacitySerializer(serializers.ModelSerializer):
         validators = []
 
 
-class CapacityListView(AdminWrites):
-    """Declared capacity per cluster and GPU model (for clusters no collector reports)."""
+class PolicySerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name")
 
-    @extend_schema(responses=CapacitySerializer(many=True))
-    def get(self, request: Request):
-        rows = DeclaredCapacity.objects.select_related("cluster").order_by("cluster__name", "gpu_model", "valid_from")
-        return Response(CapacitySerializer(rows, many=True).data)
-
-    @extend_schema(request=CapacitySerializer, responses={201: CapacitySerializer})
-    def post(self, request: Request):
-        if refused := self.refuse(request):
-            return refused
-        data = CapacitySerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        v = data.validated_data
-        try:
-            with transaction.atomic():
-                row = capacity_set(
-                    cluster=v["cluster"]["name"], gpu_model=v["gpu_model"], count=v["count"], valid_from=v["valid_from"]
-                )
-                audit_request_write(request=request, action=AuditEntry.Action.CREATE, instance=row)
-        except ValidationError as exc:
-            return _validation_error(exc)
-        return Response(CapacitySerializer(row).data, status=status.HTTP_201_CREATED)
+    class Meta:
+        model = UnallocatedPolicyTerm
+        fields = ["id", "cluster", "policy", "valid_from", "created_at"]
+        read_only_fields = ["id", "created_at"]
+        validators = []
 
 
 class BudgetSerializer(serializers.ModelSerializer):
@@ -241,31 +204,136 @@ class BudgetSerializer(serializers.ModelSerializer):
         return data
 
 
-class BudgetListView(APIView):
-    """Budgets of the teams the user leads (finance and admins: all); a closed month's budget is refused (409)."""
+class ClusterNameFilter(filters.FilterSet):
+    cluster = filters.CharFilter(field_name="cluster__name")
 
-    permission_classes = [HasReadScope]
 
-    @extend_schema(responses=BudgetSerializer(many=True))
-    def get(self, request: Request):
-        rows = Budget.objects.filter(team__in=teams_led(user=request.user)).select_related("team")
-        return Response(BudgetSerializer(rows, many=True).data)
+class RateCardFilter(ClusterNameFilter):
+    class Meta:
+        model = RateCard
+        fields = ["gpu_model", "cluster", "currency"]
 
-    @extend_schema(request=BudgetSerializer, responses={201: BudgetSerializer})
-    def post(self, request: Request):
-        data = BudgetSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        v = data.validated_data
-        if not teams_led(user=request.user).filter(pk=v["team"].pk).exists():
-            return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", NOT_ALLOWED.format(who="its lead"))
+
+class CapacityFilter(ClusterNameFilter):
+    class Meta:
+        model = DeclaredCapacity
+        fields = ["gpu_model", "cluster"]
+
+
+class PolicyFilter(ClusterNameFilter):
+    class Meta:
+        model = UnallocatedPolicyTerm
+        fields = ["cluster", "policy"]
+
+
+class BudgetFilter(filters.FilterSet):
+    team = filters.CharFilter(field_name="team__slug")
+
+    class Meta:
+        model = Budget
+        fields = ["team"]
+
+
+class TermViewSet(VisibleQuerysetMixin, mixins.ListModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
+    """List and create through a cost service (which refuses what would re-price a closed month), audited."""
+
+    permission_classes = [HasReadScope, AdminWrites]
+
+    def write(self, request: Request, data: dict):
+        raise NotImplementedError
+
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
         try:
             with transaction.atomic():
-                budget = budget_set(
-                    team=v["team"], month=Month.parse(v["month"]), amount=v["amount"],
-                    currency=v.get("currency", "USD"), thresholds=v.get("thresholds") or None,
-                    webhook_url=v.get("webhook_url", ""),
-                )  # fmt: skip
-                audit_request_write(request=request, action=AuditEntry.Action.CREATE, instance=budget)
+                row = self.write(request, serializer.validated_data)
+                audit_request_write(request=request, action=AuditEntry.Action.CREATE, instance=row)
         except ValidationError as exc:
             return _validation_error(exc)
-        return Response(BudgetSerializer(budget).data, status=status.HTTP_201_CREATED)
+        return Response(self.get_serializer(row).data, status=status.HTTP_201_CREATED)
+
+
+def _everyone_signed_in(user: User, rows: QuerySet) -> QuerySet:
+    return rows if user.is_authenticated and user.is_active else rows.none()
+
+
+class RateCardViewSet(TermViewSet):
+    """Rate cards (effective-dated). POST adds one; a start inside a closed month is refused (400)."""
+
+    serializer_class = RateCardSerializer
+    filterset_class = RateCardFilter
+
+    def visible(self, user: User) -> QuerySet[RateCard]:
+        return _everyone_signed_in(
+            user, RateCard.objects.select_related("cluster").order_by("gpu_model", "valid_from", "id")
+        )
+
+    def write(self, request: Request, v: dict) -> RateCard:
+        return rate_card_set(
+            gpu_model=v["gpu_model"], price=v["price_per_gpu_hour"], currency=v.get("currency", "USD"),
+            valid_from=v["valid_from"], cluster=(v.get("cluster") or {}).get("name"),
+            energy_price_per_kwh=v.get("energy_price_per_kwh"),
+        )  # fmt: skip
+
+
+class CapacityViewSet(TermViewSet):
+    """Declared capacity per cluster and GPU model (for clusters no collector reports), effective-dated."""
+
+    serializer_class = CapacitySerializer
+    filterset_class = CapacityFilter
+
+    def visible(self, user: User) -> QuerySet[DeclaredCapacity]:
+        rows = DeclaredCapacity.objects.select_related("cluster").order_by("cluster__name", "gpu_model", "valid_from")
+        return _everyone_signed_in(user, rows)
+
+    def write(self, request: Request, v: dict) -> DeclaredCapacity:
+        return capacity_set(
+            cluster=v["cluster"]["name"], gpu_model=v["gpu_model"], count=v["count"], valid_from=v["valid_from"]
+        )
+
+
+class PolicyViewSet(TermViewSet):
+    """How each cluster bills its unallocated capacity (show: its own line; share: among teams), effective-dated."""
+
+    serializer_class = PolicySerializer
+    filterset_class = PolicyFilter
+
+    def visible(self, user: User) -> QuerySet[UnallocatedPolicyTerm]:
+        rows = UnallocatedPolicyTerm.objects.select_related("cluster").order_by("cluster__name", "valid_from")
+        return _everyone_signed_in(user, rows)
+
+    def write(self, request: Request, v: dict) -> UnallocatedPolicyTerm:
+        return policy_set(cluster=v["cluster"]["name"], policy=v["policy"], valid_from=v["valid_from"])
+
+
+class BudgetViewSet(TermViewSet):
+    """Budgets of the teams the user leads (finance and admins: all); a closed month's budget is refused."""
+
+    serializer_class = BudgetSerializer
+    filterset_class = BudgetFilter
+    permission_classes = [HasReadScope]
+
+    def visible(self, user: User) -> QuerySet[Budget]:
+        return Budget.objects.filter(team__in=teams_led(user=user)).select_related("team").order_by("-month", "team")
+
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        if not teams_led(user=request.user).filter(pk=serializer.validated_data["team"].pk).exists():
+            return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", NOT_ALLOWED.format(who="its lead"))
+        return super().create(request, *args, **kwargs)
+
+    def write(self, request: Request, v: dict) -> Budget:
+        return budget_set(
+            team=v["team"], month=Month.parse(v["month"]), amount=v["amount"], currency=v.get("currency", "USD"),
+            thresholds=v.get("thresholds") or None, webhook_url=v.get("webhook_url", ""),
+        )  # fmt: skip
+
+
+ROUTES = [
+    ("rates", RateCardViewSet, "rates"),
+    ("capacity", CapacityViewSet, "capacity"),
+    ("policies", PolicyViewSet, "policies"),
+    ("budgets", BudgetViewSet, "budgets"),
+]

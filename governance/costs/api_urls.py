@@ -1,4 +1,5 @@
-"""The cost endpoints under /api/v1/ (included by governance/api/urls.py)."""
+"""The cost endpoints under /api/v1/ that are not viewsets (governance/api/urls.py includes them; the rate,
+capacity, policy and budget viewsets are on the router, from governance/costs/api.py ROUTES)."""
 
 from django.urls import path
 
@@ -6,7 +7,4 @@ from governance.costs import api
 
 urlpatterns = [
     path("months/<str:month>/close/", api.MonthCloseView.as_view(), name="month-close"),
-    path("rates/", api.RateCardListView.as_view(), name="rates"),
-    path("capacity/", api.CapacityListView.as_view(), name="capacity"),
-    path("budgets/", api.BudgetListView.as_view(), name="budgets"),
 ]

@@ -5,3 +5,7 @@ class CostsConfig(AppConfig):
     name = "governance.costs"
     label = "costs"
     verbose_name = "Rates and chargeback"
+
+    def ready(self) -> None:
+        # Registered in every process (web, worker, commands), so other apps enqueue them by name.
+        from governance.costs import tasks  # noqa: F401

@@ -1,183 +1,176 @@
-"""The month's charges, computed from jobs, hourly rollups, rate cards and capacity; never from raw samples.
+"""The arithmetic of the charge ledger on plain data: a job's day, a cluster's capacity of a day, its unallocated
+lines. No ORM here; governance/costs/reprice.py reads the inputs and writes the rows.
 
-One row per job per day (streamed: two ordered queries merged in Python, so memory stays flat), then one
-unallocated row per cluster and GPU model, or, under the `share` policy, one share per team.
+- A job's GPUs in an hour are the count its scheduler record declares; where no source knows the count (null or
+  0), the GPUs its samples show in that hour (each rollup row is one GPU for one hour, clipped to the job's
+  start and end where known).
+- Cost = GPU-hours x the rate in force at each moment, x the MIG slice's share of a GPU.
+- A cluster's capacity of a day is what it declares where it declares any, else the GPUs its collectors saw.
+  What no job held is the unallocated line, or, under the share policy, shared among the day's teams in
+  proportion to what they were charged.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 
-from django.conf import settings
-from django.db.models import Max, Q, Sum
-from django.db.models.functions import TruncDay
-
-from governance.costs.models import DEFAULT_MODEL, DeclaredCapacity, RateCard
-from governance.costs.pricing import Card, Rate, RateBook, gpu_hours, mig_fraction, price_interval, scale
-from governance.fleet.models import Cluster, Gpu
+from governance.costs.pricing import gpu_hours, mig_fraction, price_interval, scale
+from governance.costs.terms import SHARE, Terms
 from governance.lib.months import Month
-from governance.usage.models import Job, JobGpuHour
 
 UNATTRIBUTED = "(unattributed)"
 UNALLOCATED = "(unallocated)"
 ZERO = Decimal(0)
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
-MIXED_CURRENCIES = "Rate cards use more than one currency ({found}); a statement is in one currency."
+HOURS_PLACES = Decimal("0.000001")
+MONEY_PLACES = Decimal("0.0000000001")
+AMOUNTS = ("gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cost", "idle_cost", "energy_kwh", "energy_cost")
+MONEY_FIELDS = frozenset({"cost", "idle_cost", "energy_cost"})
 
 
-class MixedCurrencies(ValueError):
-    pass
+def day_start(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def month_of(day: date) -> Month:
+    return Month(day.year, day.month)
+
+
+def quantized(name: str, value: Decimal) -> Decimal:
+    """An amount at the precision the ledger stores, so sums in the database equal sums here."""
+    return value.quantize(MONEY_PLACES if name in MONEY_FIELDS else HOURS_PLACES)
 
 
 @dataclass(slots=True)
-class Charge:
-    """One line of a statement: a job's day, a cluster's unallocated capacity, a team's share of it, or a correction."""
-
-    kind: str  # usage | unallocated | shared | adjustment
-    period_start: datetime
-    period_end: datetime
+class JobFacts:
+    pk: int
+    ref: str
+    cluster_id: int
     cluster: str
+    user: str
+    gpus: int | None
+    model: str
+    start: datetime | None
+    end: datetime | None
+    project_id: int | None
+    project: str
     team_id: int | None
     team: str
-    project: str
-    job_ref: str
-    user: str
-    gpu_model: str
-    mig_profile: str
-    gpu_hours: Decimal
-    used_gpu_hours: Decimal
-    idle_gpu_hours: Decimal
-    cost: Decimal
-    idle_cost: Decimal
-    energy_kwh: Decimal
-    energy_cost: Decimal
-    currency: str
-    at_default_rate: bool
-    corrects: Month | None = None
+    profile: str = ""  # the MIG profile its GPUs are (empty: whole GPUs)
+
+    @property
+    def declared(self) -> bool:
+        return bool(self.gpus) and self.start is not None
 
 
-def rate_book() -> RateBook:
-    cards = [
-        Card(c.gpu_model, c.cluster.name if c.cluster else None, Rate(c.valid_from, c.price_per_gpu_hour, c.currency),
-             c.energy_price_per_kwh)
-        for c in RateCard.objects.select_related("cluster").order_by("valid_from")
-    ]  # fmt: skip
-    return RateBook(cards, default_model=DEFAULT_MODEL)
+@dataclass(slots=True)
+class HourUse:
+    """A job's rollups for one hour on GPUs of one model and MIG profile."""
+
+    hour: datetime
+    model: str
+    profile: str
+    gpus: int
+    samples: int = 0
+    idle: int = 0
+    sm: float = 0.0
+    power: float = 0.0
+    power_samples: int = 0
 
 
-def book_currency(book: RateBook) -> str:
-    found = book.currencies()
-    if len(found) > 1:
-        raise MixedCurrencies(MIXED_CURRENCIES.format(found=", ".join(sorted(found))))
-    return found.pop() if found else settings.GOVERNANCE_DEFAULT_CURRENCY
+@dataclass(slots=True)
+class Use:
+    samples: int = 0
+    idle: int = 0
+    sm: float = 0.0
+    power: float = 0.0
+    power_samples: int = 0
+
+    def add(self, h: HourUse) -> None:
+        self.samples += h.samples
+        self.idle += h.idle
+        self.sm += h.sm or 0.0
+        self.power += h.power or 0.0
+        self.power_samples += h.power_samples
+
+    def shares(self) -> tuple[Decimal, Decimal, Decimal | None]:
+        """(used share, idle share, mean power in kW or None) of the sampled time."""
+        if not self.samples:
+            return ZERO, ZERO, None
+        used = Decimal(repr(self.sm)) / self.samples / 100
+        idle = Decimal(self.idle) / self.samples
+        kw = Decimal(repr(self.power)) / self.power_samples / 1000 if self.power_samples else None
+        return min(max(used, ZERO), Decimal(1)), min(idle, Decimal(1)), kw
 
 
-def _period_end(month: Month, now: datetime) -> datetime:
-    return min(month.end, max(now, month.start))
+def _row(job: JobFacts, day: date, lo: datetime, hi: datetime, model: str, profile: str, hours: Decimal,
+         cost: Decimal, use: Use, terms: Terms, currency: str) -> dict:  # fmt: skip
+    pricing = terms.book.pricing(job.cluster, model)
+    used, idle, kw = use.shares()
+    kwh = hours * kw if kw is not None else ZERO
+    amounts = {
+        "gpu_hours": hours, "used_gpu_hours": hours * used, "idle_gpu_hours": hours * idle, "cost": cost,
+        "idle_cost": cost * idle, "energy_kwh": kwh, "energy_cost": kwh * (pricing.energy_price_per_kwh or ZERO),
+    }  # fmt: skip
+    return {
+        "kind": "usage", "month": month_of(day).start.date(), "day": day, "period_start": lo, "period_end": hi,
+        "cluster_id": job.cluster_id, "cluster_name": job.cluster, "job_id": job.pk, "job_ref": job.ref,
+        "user_name": job.user, "team_id": job.team_id, "team_name": job.team or UNATTRIBUTED,
+        "project_id": job.project_id, "project_name": job.project, "gpu_model": model, "mig_profile": profile,
+        "currency": currency, "at_default_rate": pricing.at_default,
+        **{name: quantized(name, value) for name, value in amounts.items()},
+    }  # fmt: skip
 
 
-def _jobs(month: Month, now: datetime):
-    return (
-        Job.objects.filter(start_time__lt=min(month.end, now), gpus__gt=0)
-        .filter(Q(end_time__isnull=True) | Q(end_time__gt=month.start))
-        .order_by("id")
-        .values_list(
-            "id",
-            "external_id",
-            "cluster__name",
-            "user_name",
-            "gpus",
-            "gpu_model",
-            "start_time",
-            "end_time",
-            "project__name",
-            "project__team_id",
-            "project__team__name",
-        )
-    )
-
-
-def _day_rollups(month: Month):
-    return (
-        JobGpuHour.objects.filter(hour__gte=month.start, hour__lt=month.end)
-        .annotate(day=TruncDay("hour", tzinfo=UTC))
-        .values("job_id", "day")
-        .annotate(
-            samples=Sum("samples"),
-            idle=Sum("idle_samples"),
-            sm=Sum("sm_sum"),
-            power=Sum("power_sum"),
-            power_samples=Sum("power_samples"),
-        )
-        .order_by("job_id", "day")
-        .values_list("job_id", "day", "samples", "idle", "sm", "power", "power_samples")
-    )
-
-
-def _mig_profiles(month: Month) -> dict[int, str]:
-    rows = (
-        JobGpuHour.objects.filter(hour__gte=month.start, hour__lt=month.end)
-        .exclude(gpu__mig_profile="")
-        .values("job_id")
-        .annotate(profile=Max("gpu__mig_profile"))
-        .values_list("job_id", "profile")
-    )
-    return dict(rows)
-
-
-def _share(part: float | int | None, whole: float | int | None) -> Decimal:
-    if not whole:
-        return ZERO
-    return Decimal(part or 0) / Decimal(whole)
-
-
-def _days(start: datetime, end: datetime) -> Iterator[tuple[datetime, datetime, datetime]]:
-    day = start.replace(hour=0, minute=0, second=0, microsecond=0)
-    while day < end:
-        yield day, max(start, day), min(end, day + DAY)
-        day += DAY
-
-
-def job_day_charges(*, month: Month, now: datetime, book: RateBook, currency: str) -> Iterator[Charge]:
-    """Allocated GPU-hours x the rate in force, per job and day; used and idle shares from the hourly rollups."""
-    migs = _mig_profiles(month)
-    first, last = month.start, min(month.end, max(now, month.start))
-    rollups = iter(_day_rollups(month).iterator(chunk_size=5000))
-    pending = next(rollups, None)
-    for job in _jobs(month, now).iterator(chunk_size=2000):
-        pk, ref, cluster, user, gpus, model, started, ended, project, team_id, team = job
-        days: dict[datetime, tuple] = {}
-        while pending is not None and pending[0] <= pk:
-            if pending[0] == pk:
-                days[pending[1]] = pending
-            pending = next(rollups, None)
-        start, end = max(started, first), min(ended or now, last)
-        if end <= start:
+def job_day_rows(job: JobFacts, day: date, until: datetime, hours: list[HourUse], terms: Terms) -> list[dict]:
+    """The usage rows of one job's day, priced up to `until` (now, for a running job)."""
+    first = day_start(day)
+    last = min(first + DAY, until)
+    currency = terms.currency
+    if job.declared:
+        lo, hi = max(job.start, first), min(job.end or until, last)
+        if hi <= lo:
+            return []
+        use = Use()
+        for h in hours:
+            use.add(h)
+        fraction = mig_fraction(job.model, job.profile)
+        priced = price_interval(lo, hi, job.gpus, terms.book.pricing(job.cluster, job.model).rates)
+        return [_row(job, day, lo, hi, job.model, job.profile, scale(priced.gpu_hours, fraction),
+                     scale(priced.cost, fraction), use, terms, currency)]  # fmt: skip
+    # No source knows the count: the GPUs the samples show, hour by hour, on the models they ran on.
+    by_sku: dict[tuple[str, str], list] = {}
+    for h in hours:
+        lo, hi = max(h.hour, job.start or h.hour, first), min(h.hour + HOUR, job.end or until, last)
+        if hi <= lo:
             continue
-        profile = migs.get(pk, "")
-        fraction = mig_fraction(model, profile)
-        pricing = book.pricing(cluster, model)
-        for day, lo, hi in _days(start, end):
-            priced = price_interval(lo, hi, gpus, pricing.rates)
-            hours, cost = scale(priced.gpu_hours, fraction), scale(priced.cost, fraction)
-            agg = days.get(day)
-            used = _share(agg[4], agg[2]) / 100 if agg else ZERO
-            idle = _share(agg[3], agg[2]) if agg else ZERO
-            kwh = _share(agg[5], agg[6]) / 1000 * hours if agg else ZERO
-            yield Charge(
-                kind="usage", period_start=lo, period_end=hi, cluster=cluster, team_id=team_id,
-                team=team or UNATTRIBUTED, project=project or "", job_ref=ref, user=user, gpu_model=model,
-                mig_profile=profile, gpu_hours=hours, used_gpu_hours=hours * used, idle_gpu_hours=hours * idle,
-                cost=cost, idle_cost=cost * idle, energy_kwh=kwh,
-                energy_cost=kwh * (pricing.energy_price_per_kwh or ZERO), currency=currency,
-                at_default_rate=pricing.at_default,
-            )  # fmt: skip
+        model = h.model or job.model
+        fraction = mig_fraction(model, h.profile)
+        priced = price_interval(lo, hi, h.gpus, terms.book.pricing(job.cluster, model).rates)
+        entry = by_sku.setdefault((model, h.profile), [lo, hi, ZERO, ZERO, Use()])
+        entry[0], entry[1] = min(entry[0], lo), max(entry[1], hi)
+        entry[2] += scale(priced.gpu_hours, fraction)
+        entry[3] += scale(priced.cost, fraction)
+        entry[4].add(h)
+    return [
+        _row(job, day, lo, hi, model, profile, hours_, cost, use, terms, currency)
+        for (model, profile), (lo, hi, hours_, cost, use) in sorted(by_sku.items())
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSeen:
+    """A GPU (or MIG instance) as the inventory knows it: what it is and when collectors first and last saw it."""
+
+    model: str
+    profile: str
+    first_seen: datetime
+    last_seen: datetime
 
 
 @dataclass
@@ -186,117 +179,107 @@ class Capacity:
     cost: Decimal = ZERO
 
 
-def _declared_intervals(
-    month: Month, end: datetime
-) -> tuple[set[str], list[tuple[str, str, Fraction, datetime, datetime]]]:
-    rows = DeclaredCapacity.objects.filter(valid_from__lt=end).order_by("cluster__name", "gpu_model", "valid_from")
-    by_key: dict[tuple[str, str], list[tuple[datetime, int]]] = defaultdict(list)
-    for cluster, model, valid_from, count in rows.values_list("cluster__name", "gpu_model", "valid_from", "count"):
-        by_key[(cluster, model)].append((valid_from, count))
-    out = []
-    for (cluster, model), steps in by_key.items():
-        for i, (valid_from, count) in enumerate(steps):
-            upto = steps[i + 1][0] if i + 1 < len(steps) else end
-            lo, hi = max(valid_from, month.start), min(upto, end)
-            if hi > lo and count:
-                out.append((cluster, model, Fraction(count), lo, hi))
-    return {cluster for cluster, _ in by_key}, out
+def _floor_hour(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
 
 
-def _inventory_intervals(month: Month, end: datetime, skip: set[str]):
-    """GPUs seen by collectors: from the hour of the first sample to the hour after the last one, or to the end of
-    the period if the GPU reported within the grace period before it (a GPU between two reports still exists)."""
-    grace = timedelta(hours=settings.GOVERNANCE_GPU_GONE_AFTER_HOURS)
-    rows = (
-        Gpu.objects.filter(first_seen_at__lt=end, last_seen_at__gte=month.start - HOUR)
-        .exclude(cluster__name__in=skip)
-        .values_list("cluster__name", "model", "mig_profile", "first_seen_at", "last_seen_at")
-    )
-    for cluster, model, profile, first, last in rows:
-        lo = first.replace(minute=0, second=0, microsecond=0)
-        hi = last.replace(minute=0, second=0, microsecond=0) + HOUR
-        if last >= end - grace:
-            hi = max(hi, end)
-        lo, hi = max(lo, month.start), min(hi, end)
-        if hi > lo:
-            yield cluster, model, mig_fraction(model, profile), lo, hi
+def day_capacity(
+    cluster: str, day: date, until: datetime, gpus: list[GpuSeen], terms: Terms, grace: timedelta
+) -> dict[str, Capacity]:
+    """Per GPU model, the GPU-hours and cost a cluster could bill on a day up to `until`: its declared
+    capacity where it declares any, else the GPUs seen (from the hour of the first report to the hour after
+    the last, or to the end if the GPU reported within `grace` of it: a GPU between two reports still exists)."""
+    first = day_start(day)
+    end = min(first + DAY, until)
+    out: dict[str, Capacity] = defaultdict(Capacity)
+    if end <= first:
+        return {}
+    intervals: dict[tuple[str, Fraction, datetime, datetime], int] = defaultdict(int)
+    if terms.declares(cluster, end):
+        for (where, model), steps in terms.declared.items():
+            if where != cluster:
+                continue
+            for i, (since, count) in enumerate(steps):
+                upto = steps[i + 1][0] if i + 1 < len(steps) else end
+                lo, hi = max(since, first), min(upto, end)
+                if hi > lo and count:
+                    intervals[(model, Fraction(1), lo, hi)] += count
+    else:
+        for g in gpus:
+            lo = _floor_hour(g.first_seen)
+            hi = _floor_hour(g.last_seen) + HOUR
+            if g.last_seen >= end - grace:
+                hi = max(hi, end)
+            lo, hi = max(lo, first), min(hi, end)
+            if hi > lo:
+                intervals[(g.model, mig_fraction(g.model, g.profile), lo, hi)] += 1
+    for (model, fraction, lo, hi), count in intervals.items():
+        rates = terms.book.pricing(cluster, model).rates
+        cap = out[model]
+        cap.gpu_hours += scale(gpu_hours(lo, hi, 1), fraction) * count
+        cap.cost += scale(price_interval(lo, hi, 1, rates).cost, fraction) * count
+    return {m: Capacity(quantized("gpu_hours", c.gpu_hours), quantized("cost", c.cost)) for m, c in out.items()}
 
 
-def month_capacity(*, month: Month, now: datetime, book: RateBook) -> dict[tuple[str, str], Capacity]:
-    """Capacity GPU-hours and their cost per (cluster, GPU model): declared where a cluster declares any, else seen."""
-    end = _period_end(month, now)
-    declared_clusters, intervals = _declared_intervals(month, end)
-    capacity: dict[tuple[str, str], Capacity] = defaultdict(Capacity)
-    for cluster, model, count, lo, hi in [*intervals, *_inventory_intervals(month, end, declared_clusters)]:
-        rates = book.pricing(cluster, model).rates
-        cap = capacity[(cluster, model)]
-        cap.gpu_hours += scale(gpu_hours(lo, hi, 1), count)
-        cap.cost += scale(price_interval(lo, hi, 1, rates).cost, count)
-    return dict(capacity)
+@dataclass
+class Allocated:
+    """What the day's usage rows of a cluster add up to per GPU model, and what each team was charged on the
+    cluster in the whole month (the weights of the shares)."""
+
+    by_model: dict[str, Capacity] = field(default_factory=lambda: defaultdict(Capacity))
+    month_teams: dict[tuple[int | None, str], Decimal] = field(default_factory=lambda: defaultdict(Decimal))
 
 
-def _blank(kind: str, month: Month, cluster: str, currency: str, **fields) -> Charge:
-    base = {
-        "kind": kind, "period_start": month.start, "period_end": month.end, "cluster": cluster, "team_id": None,
-        "team": UNALLOCATED, "project": "", "job_ref": "", "user": "", "gpu_model": "", "mig_profile": "",
-        "gpu_hours": ZERO, "used_gpu_hours": ZERO, "idle_gpu_hours": ZERO, "cost": ZERO, "idle_cost": ZERO,
-        "energy_kwh": ZERO, "energy_cost": ZERO, "currency": currency, "at_default_rate": False,
+def _blank(kind: str, cluster_id: int, cluster: str, day: date, until: datetime, model: str, currency: str) -> dict:
+    first = day_start(day)
+    return {
+        "kind": kind, "month": month_of(day).start.date(), "day": day, "period_start": first,
+        "period_end": min(first + DAY, max(until, first)), "cluster_id": cluster_id, "cluster_name": cluster,
+        "job_id": None, "job_ref": "", "user_name": "", "team_id": None, "team_name": UNALLOCATED, "project_id": None,
+        "project_name": "", "gpu_model": model, "mig_profile": "", "currency": currency, "at_default_rate": False,
+        **{name: ZERO for name in AMOUNTS},
     }  # fmt: skip
-    return Charge(**{**base, **fields})
 
 
-def month_charges(*, month: Month, now: datetime) -> Iterator[Charge]:
-    """Every charge of an open month: job days as they stream, then unallocated capacity per cluster's policy."""
-    book = rate_book()
-    currency = book_currency(book)
-    allocated: dict[tuple[str, str], Capacity] = defaultdict(Capacity)
-    by_team: dict[str, dict[tuple[int | None, str], Capacity]] = defaultdict(lambda: defaultdict(Capacity))
-    for charge in job_day_charges(month=month, now=now, book=book, currency=currency):
-        alloc = allocated[(charge.cluster, charge.gpu_model)]
-        alloc.gpu_hours += charge.gpu_hours
-        alloc.cost += charge.cost
-        team = by_team[charge.cluster][(charge.team_id, charge.team)]
-        team.gpu_hours += charge.gpu_hours
-        team.cost += charge.cost
-        yield charge
-    yield from unallocated_charges(
-        month=month, capacity=month_capacity(month=month, now=now, book=book), allocated=allocated,
-        by_team=by_team, currency=currency,
-    )  # fmt: skip
-
-
-def unallocated_charges(*, month, capacity, allocated, by_team, currency) -> Iterator[Charge]:
-    policies = dict(Cluster.objects.values_list("name", "unallocated_policy"))
-    free: dict[str, list[Charge]] = defaultdict(list)
-    for (cluster, model), cap in sorted(capacity.items()):
-        used = allocated.get((cluster, model), Capacity())
-        hours, cost = cap.gpu_hours - used.gpu_hours, cap.cost - used.cost
-        if hours > 0 or cost > 0:
-            free[cluster].append(_blank("unallocated", month, cluster, currency, gpu_model=model,
-                                        gpu_hours=max(hours, ZERO), cost=max(cost, ZERO)))  # fmt: skip
-    for cluster, lines in free.items():
-        teams = by_team.get(cluster, {})
-        total = sum((t.cost for t in teams.values()), ZERO)
-        if policies.get(cluster) != Cluster.UnallocatedPolicy.SHARE or total <= 0:
-            yield from lines
+def unallocated_rows(
+    cluster_id: int, cluster: str, day: date, until: datetime, capacity: dict[str, Capacity], allocated: Allocated,
+    terms: Terms,
+) -> list[dict]:  # fmt: skip
+    """The day's unallocated line per model, or under the share policy each team's share of it, in proportion to
+    what the team was charged on the cluster that month (as the month stands: an open month's shares move)."""
+    currency = terms.currency
+    share = terms.policy(cluster, day_start(day) + DAY) == SHARE
+    weights = {t: c for t, c in allocated.month_teams.items() if c > 0}
+    rows = []
+    for model, cap in sorted(capacity.items()):
+        used = allocated.by_model.get(model, Capacity())
+        hours, cost = max(cap.gpu_hours - used.gpu_hours, ZERO), max(cap.cost - used.cost, ZERO)
+        if not hours and not cost:
             continue
-        yield from _shares(month, cluster, currency, lines, teams, total)
+        if not share or not weights:
+            line = _blank("unallocated", cluster_id, cluster, day, until, model, currency)
+            line.update(gpu_hours=quantized("gpu_hours", hours), cost=quantized("cost", cost))
+            rows.append(line)
+            continue
+        rows.extend(_shares(cluster_id, cluster, day, until, model, currency, hours, cost, weights))
+    return rows
 
 
-def _shares(month, cluster, currency, lines, teams, total) -> Iterator[Charge]:
-    pool_cost = sum((line.cost for line in lines), ZERO)
-    pool_hours = sum((line.gpu_hours for line in lines), ZERO)
-    ordered = sorted(teams.items(), key=lambda item: item[0][1])
-    given_cost, given_hours = ZERO, ZERO
-    for i, ((team_id, name), team) in enumerate(ordered):
+def _shares(cluster_id, cluster, day, until, model, currency, hours, cost, weights) -> list[dict]:
+    total = sum(weights.values(), ZERO)
+    ordered = sorted(weights.items(), key=lambda item: (item[0][1], item[0][0] or 0))
+    given_hours = given_cost = ZERO
+    rows = []
+    for i, ((team_id, name), weight) in enumerate(ordered):
         if i == len(ordered) - 1:  # the remainder, so the shares add up to the pool exactly
-            cost, hours = pool_cost - given_cost, pool_hours - given_hours
+            part_hours, part_cost = hours - given_hours, cost - given_cost
         else:
-            cost, hours = pool_cost * team.cost / total, pool_hours * team.cost / total
-        given_cost += cost
-        given_hours += hours
-        yield _blank("shared", month, cluster, currency, team_id=team_id, team=name, gpu_hours=hours, cost=cost)
-
-
-def with_kind(charge: Charge, **fields) -> Charge:
-    return replace(charge, **fields)
+            part_hours = quantized("gpu_hours", hours * weight / total)
+            part_cost = quantized("cost", cost * weight / total)
+        given_hours += part_hours
+        given_cost += part_cost
+        line = _blank("shared", cluster_id, cluster, day, until, model, currency)
+        line.update(team_id=team_id, team_name=name, gpu_hours=quantized("gpu_hours", part_hours),
+                    cost=quantized("cost", part_cost))  # fmt: skip
+        rows.append(line)
+    return rows

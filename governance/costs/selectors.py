@@ -1,166 +1,161 @@
-"""Reads for chargeback: statements of open months are computed, of closed months read back as frozen."""
+"""Reads for chargeback: SQL aggregates over the ledger (open months) or the frozen lines (closed months).
+
+Nothing here prices anything: the worker keeps the rows current (governance/costs/reprice.py), so a read costs
+what the rows it aggregates cost, whatever the number of jobs or samples behind them.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import date, datetime
 from decimal import Decimal
 
-from django.utils import timezone
+from django.conf import settings
+from django.db.models import Case, IntegerField, Max, QuerySet, Sum, Value, When
 
-from governance.costs.ledger import (
-    UNALLOCATED,
-    UNATTRIBUTED,
-    ZERO,
-    Charge,
-    book_currency,
-    month_capacity,
-    month_charges,
-    rate_book,
-)
-from governance.costs.models import MonthClose, StatementLine
+from governance.costs.corrections import closed_months, months_corrected_in
+from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO
+from governance.costs.models import CapacityDay, Charge, MonthClose, StatementLine
 from governance.lib.money import to_cents
 from governance.lib.months import Month
 
-__all__ = ["UNALLOCATED", "UNATTRIBUTED", "Charge", "TeamCharge", "chargeback_by_team", "chargeback_months"]
+__all__ = [
+    "UNALLOCATED", "UNATTRIBUTED", "Line", "TeamCharge", "chargeback_by_team", "chargeback_months", "month_rows",
+    "reconcile", "statement_charges", "team_breakdown", "team_trend",
+]  # fmt: skip
 
-AMOUNTS = ("gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cost", "idle_cost", "energy_kwh", "energy_cost")
-# The precision a frozen line keeps (StatementLine): live lines are compared with frozen ones at this precision.
-PLACES = {"gpu_hours": 6, "used_gpu_hours": 6, "idle_gpu_hours": 6, "energy_kwh": 6,
-          "cost": 10, "idle_cost": 10, "energy_cost": 10}  # fmt: skip
+LINE_FIELDS = (
+    "kind", "period_start", "period_end", "cluster_name", "team_id", "team_name", "project_name", "job_ref",
+    "user_name", "gpu_model", "mig_profile", *AMOUNTS, "currency", "at_default_rate", "corrects", "reason",
+)  # fmt: skip
+KIND_ORDER = {"usage": 0, "unallocated": 1, "shared": 2, "adjustment": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line of a statement as read back: a job's day, a cluster's unallocated capacity, a share, a correction."""
+
+    kind: str
+    period_start: datetime
+    period_end: datetime
+    cluster: str
+    team_id: int | None
+    team: str
+    project: str
+    job_ref: str
+    user: str
+    gpu_model: str
+    mig_profile: str
+    gpu_hours: Decimal
+    used_gpu_hours: Decimal
+    idle_gpu_hours: Decimal
+    cost: Decimal
+    idle_cost: Decimal
+    energy_kwh: Decimal
+    energy_cost: Decimal
+    currency: str
+    at_default_rate: bool
+    corrects: Month | None
+    reason: str
+
+
+def month_closed(month: Month) -> MonthClose | None:
+    return MonthClose.objects.filter(month=month.start.date()).select_related("closed_by").first()
+
+
+def month_rows(month: Month, team_ids: Iterable[int | None] | None = None, close: MonthClose | None = None) -> QuerySet:
+    """A month's statement rows: the frozen lines once it is closed, else the ledger's rows (corrections included).
+
+    `team_ids` keeps the rows of those teams (None in it: the unattributed and unallocated rows).
+    """
+    close = close if close is not None else month_closed(month)
+    rows = StatementLine.objects.filter(close=close) if close else Charge.objects.filter(month=month.start.date())
+    if team_ids is not None:
+        ids = list(team_ids)
+        known = [i for i in ids if i is not None]
+        rows = (
+            rows.filter(team_id__in=known)
+            if None not in ids
+            else rows.filter(team_id__in=known) | rows.filter(team_id__isnull=True)
+        )
+    return rows
+
+
+def _corrects(value: date | None) -> Month | None:
+    return Month(value.year, value.month) if value else None
+
+
+def statement_charges(
+    *, month: Month, team_ids: Iterable[int | None] | None = None, adjustments: bool = True
+) -> Iterator[Line]:
+    """Every line of a month's statement, streamed in statement order."""
+    rows = month_rows(month, team_ids)
+    if not adjustments:
+        rows = rows.exclude(kind="adjustment")
+    rank = Case(*(When(kind=k, then=Value(v)) for k, v in KIND_ORDER.items()), output_field=IntegerField())
+    ordered = rows.annotate(rank=rank).order_by(
+        "rank", "period_start", "cluster_name", "job_ref", "gpu_model", "team_name", "id"
+    )
+    for r in ordered.values_list(*LINE_FIELDS).iterator(chunk_size=5000):
+        values = dict(zip(LINE_FIELDS, r, strict=True))
+        yield Line(
+            kind=values["kind"], period_start=values["period_start"], period_end=values["period_end"],
+            cluster=values["cluster_name"], team_id=values["team_id"], team=values["team_name"],
+            project=values["project_name"], job_ref=values["job_ref"], user=values["user_name"],
+            gpu_model=values["gpu_model"], mig_profile=values["mig_profile"],
+            **{a: values[a] for a in AMOUNTS}, currency=values["currency"],
+            at_default_rate=values["at_default_rate"], corrects=_corrects(values["corrects"]),
+            reason=values["reason"],
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class TeamCharge:
     month: Month
+    team_id: int | None
     team: str
     gpu_hours: Decimal
     cost: Decimal
+    idle_cost: Decimal
     currency: str
 
 
-def month_closed(month: Month) -> MonthClose | None:
-    return MonthClose.objects.filter(month=month.start.date()).first()
+def _currency(rows: QuerySet) -> str:
+    return rows.aggregate(c=Max("currency"))["c"] or settings.GOVERNANCE_DEFAULT_CURRENCY
 
 
-def closed_months() -> set[Month]:
-    return {Month(d.year, d.month) for d in MonthClose.objects.values_list("month", flat=True)}
-
-
-def frozen(charge: Charge) -> Charge:
-    """The charge at the precision a frozen statement line keeps."""
-    return replace(
-        charge, **{name: getattr(charge, name).quantize(Decimal(1).scaleb(-p)) for name, p in PLACES.items()}
+def chargeback_by_team(*, month: Month, team_ids: Iterable[int | None] | None = None) -> list[TeamCharge]:
+    """Per team (by id; the unattributed jobs and the unallocated line under None), the month's GPU-hours, cost
+    and idle cost, corrections included."""
+    rows = month_rows(month, team_ids)
+    currency = _currency(rows)
+    totals = (
+        rows.values("team_id", "team_name")
+        .annotate(hours=Sum("gpu_hours"), cost=Sum("cost"), idle=Sum("idle_cost"))
+        .order_by()
     )
+    merged: dict[tuple[int | None, str], list[Decimal]] = defaultdict(lambda: [ZERO, ZERO, ZERO])
+    names: dict[int | None, str] = {}
+    for r in totals:
+        key = (r["team_id"], r["team_name"] if r["team_id"] is None else "")
+        names.setdefault(r["team_id"], r["team_name"])
+        entry = merged[key]
+        entry[0] += r["hours"] or ZERO
+        entry[1] += r["cost"] or ZERO
+        entry[2] += r["idle"] or ZERO
+    out = [
+        TeamCharge(month=month, team_id=team_id, team=name or names.get(team_id, ""), gpu_hours=h, cost=c,
+                   idle_cost=i, currency=currency)
+        for (team_id, name), (h, c, i) in merged.items()
+    ]  # fmt: skip
+    return sorted(out, key=lambda c: (c.team, c.team_id or 0))
 
 
-def line_charge(line: StatementLine) -> Charge:
-    corrects = Month(line.corrects.year, line.corrects.month) if line.corrects else None
-    return Charge(
-        kind=line.kind, period_start=line.period_start, period_end=line.period_end, cluster=line.cluster_name,
-        team_id=line.team_id, team=line.team_name, project=line.project_name, job_ref=line.job_ref,
-        user=line.user_name, gpu_model=line.gpu_model, mig_profile=line.mig_profile, gpu_hours=line.gpu_hours,
-        used_gpu_hours=line.used_gpu_hours, idle_gpu_hours=line.idle_gpu_hours, cost=line.cost,
-        idle_cost=line.idle_cost, energy_kwh=line.energy_kwh, energy_cost=line.energy_cost, currency=line.currency,
-        at_default_rate=line.at_default_rate, corrects=corrects,
-    )  # fmt: skip
-
-
-def frozen_charges(close: MonthClose, team_ids: Iterable[int] | None = None) -> Iterator[Charge]:
-    lines = StatementLine.objects.filter(close=close).order_by("id")
-    if team_ids is not None:
-        lines = lines.filter(team_id__in=list(team_ids))
-    for line in lines.iterator(chunk_size=5000):
-        yield line_charge(line)
-
-
-def _key(c: Charge) -> tuple:
-    return (c.cluster, c.team_id, c.team, c.project, c.job_ref, c.user, c.gpu_model, c.mig_profile)
-
-
-def _totals(charges: Iterable[Charge]) -> dict[tuple, tuple[list[Decimal], Charge]]:
-    totals: dict[tuple, tuple[list[Decimal], Charge]] = {}
-    for c in charges:
-        entry = totals.setdefault(_key(c), ([ZERO] * len(AMOUNTS), c))
-        for i, name in enumerate(AMOUNTS):
-            entry[0][i] += getattr(c, name)
-    return totals
-
-
-def adjustments_for(*, corrected: Month, landing: Month, now: datetime) -> list[Charge]:
-    """What a closed month would cost now, less what was frozen and already corrected: the late usage."""
-    close = month_closed(corrected)
-    if close is None:
-        return []
-    live = _totals(frozen(c) for c in month_charges(month=corrected, now=now))
-    billed_lines = StatementLine.objects.filter(
-        close=close, kind__in=[StatementLine.Kind.USAGE, StatementLine.Kind.UNALLOCATED, StatementLine.Kind.SHARED]
-    ) | StatementLine.objects.filter(corrects=corrected.start.date())
-    billed = _totals(line_charge(line) for line in billed_lines.iterator(chunk_size=5000))
-    out = []
-    for key in sorted(set(live) | set(billed), key=str):
-        now_amounts, sample = live.get(key) or ([ZERO] * len(AMOUNTS), billed[key][1])
-        was = billed[key][0] if key in billed else [ZERO] * len(AMOUNTS)
-        diff = {name: now_amounts[i] - was[i] for i, name in enumerate(AMOUNTS)}
-        if any(diff.values()):
-            out.append(replace(sample, kind="adjustment", period_start=landing.start, period_end=landing.end,
-                               corrects=corrected, **diff))  # fmt: skip
-    return out
-
-
-def months_corrected_in(month: Month) -> list[Month]:
-    """The closed months whose late usage lands in `month`: the run of closed months just before it."""
-    closed = closed_months()
-    out, previous = [], month.previous()
-    while previous in closed:
-        out.append(previous)
-        previous = previous.previous()
-    return sorted(out)
-
-
-def statement_charges(*, month: Month, now: datetime | None = None, team_ids: Iterable[int] | None = None,
-                      adjustments: bool = True) -> Iterator[Charge]:  # fmt: skip
-    """Every line of a month's statement, streamed: frozen if the month is closed, else computed now."""
-    now = now or timezone.now()
-    close = month_closed(month)
-    allowed = None if team_ids is None else set(team_ids)
-    if close is not None:
-        for charge in frozen_charges(close, allowed):
-            if adjustments or charge.kind != "adjustment":
-                yield charge
-        return
-    for charge in open_month_charges(month=month, now=now, adjustments=adjustments):
-        if allowed is None or charge.team_id in allowed:
-            yield charge
-
-
-def open_month_charges(*, month: Month, now: datetime, adjustments: bool = True) -> Iterator[Charge]:
-    """The month as computed now, with the corrections of the closed months just before it."""
-    yield from month_charges(month=month, now=now)
-    if adjustments:
-        for corrected in months_corrected_in(month):
-            yield from adjustments_for(corrected=corrected, landing=month, now=now)
-
-
-def chargeback_by_team(*, month: Month, now: datetime | None = None) -> list[TeamCharge]:
-    """Per team (and the unallocated line), the month's GPU-hours and cost, adjustments included."""
-    totals: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
-    currency = None
-    for c in statement_charges(month=month, now=now):
-        totals[c.team][0] += c.gpu_hours
-        totals[c.team][1] += c.cost
-        currency = c.currency
-    currency = currency or book_currency(rate_book())
-    return [
-        TeamCharge(month=month, team=team, gpu_hours=hours, cost=cost, currency=currency)
-        for team, (hours, cost) in sorted(totals.items())
-    ]
-
-
-def chargeback_months(*, months: list[Month], now: datetime | None = None) -> list[TeamCharge]:
-    return [charge for month in months for charge in chargeback_by_team(month=month, now=now)]
+def chargeback_months(*, months: list[Month], team_ids: Iterable[int | None] | None = None) -> list[TeamCharge]:
+    ids = None if team_ids is None else list(team_ids)
+    return [charge for month in months for charge in chargeback_by_team(month=month, team_ids=ids)]
 
 
 @dataclass
@@ -185,49 +180,67 @@ class Breakdown:
         return self.idle_cost / self.cost if self.cost else ZERO
 
 
-def sku(c: Charge) -> str:
-    return f"{c.gpu_model} MIG {c.mig_profile}" if c.mig_profile else c.gpu_model
+def sku(gpu_model: str, mig_profile: str) -> str:
+    return f"{gpu_model} MIG {mig_profile}" if mig_profile else gpu_model
 
 
-def team_breakdown(*, month: Month, team_id: int, now: datetime | None = None) -> Breakdown:
-    out = Breakdown(month=month, currency=book_currency(rate_book()))
-    for c in statement_charges(month=month, now=now, team_ids=[team_id]):
-        project = c.project or ("(share of unallocated)" if c.kind == "shared" else "(none)")
-        model = sku(c) or "-"
-        out.cost += c.cost
-        out.gpu_hours += c.gpu_hours
-        out.idle_cost += c.idle_cost
-        out.used_gpu_hours += c.used_gpu_hours
-        out.currency = c.currency
-        if c.kind == "adjustment":
-            out.adjustments += c.cost
-        if c.kind == "shared":
-            out.unallocated_share += c.cost
-        if c.at_default_rate and c.kind == "usage":
-            out.at_default_rate.add(c.job_ref)
-        out.by_project[project] += c.cost
-        out.by_model[model] += c.cost
+def team_breakdown(*, month: Month, team_id: int) -> Breakdown:
+    rows = month_rows(month, [team_id])
+    out = Breakdown(month=month, currency=_currency(rows))
+    groups = (
+        rows.values("kind", "project_name", "gpu_model", "mig_profile")
+        .annotate(hours=Sum("gpu_hours"), used=Sum("used_gpu_hours"), cost=Sum("cost"), idle=Sum("idle_cost"))
+        .order_by()
+    )
+    for g in groups:
+        project = g["project_name"] or ("(share of unallocated)" if g["kind"] == "shared" else "(none)")
+        if g["kind"] == "adjustment":
+            project = f"{project} (correction)"
+        model = sku(g["gpu_model"], g["mig_profile"]) or "-"
+        hours, cost, idle, used = (g[k] or ZERO for k in ("hours", "cost", "idle", "used"))
+        out.cost += cost
+        out.gpu_hours += hours
+        out.idle_cost += idle
+        out.used_gpu_hours += used
+        if g["kind"] == "adjustment":
+            out.adjustments += cost
+        if g["kind"] == "shared":
+            out.unallocated_share += cost
+        out.by_project[project] += cost
+        out.by_model[model] += cost
         line = out.lines.setdefault((project, model), [ZERO, ZERO, ZERO])
-        line[0] += c.gpu_hours
-        line[1] += c.cost
-        line[2] += c.idle_cost
+        line[0] += hours
+        line[1] += cost
+        line[2] += idle
+    out.at_default_rate = set(
+        rows.filter(kind="usage", at_default_rate=True).values_list("job_ref", flat=True).distinct()
+    )
     return out
 
 
-def team_trend(
-    *, month: Month, team_id: int, months: int = 12, now: datetime | None = None
-) -> list[tuple[Month, Decimal, Decimal]]:
-    """A team's cost and idle cost for the `months` months up to `month`, oldest first."""
-    series = []
-    current = month
-    for _ in range(months):
-        cost = idle = ZERO
-        for c in statement_charges(month=current, now=now, team_ids=[team_id]):
-            cost += c.cost
-            idle += c.idle_cost
-        series.append((current, cost, idle))
-        current = current.previous()
-    return list(reversed(series))
+def team_trend(*, month: Month, team_id: int, months: int = 12) -> list[tuple[Month, Decimal, Decimal]]:
+    """A team's cost and idle cost for the `months` months up to `month`, oldest first (two queries)."""
+    wanted = [month]
+    while len(wanted) < months:
+        wanted.append(wanted[-1].previous())
+    closed = closed_months()
+    firsts = [m.start.date() for m in wanted]
+    totals: dict[date, tuple[Decimal, Decimal]] = {}
+    frozen = (
+        StatementLine.objects.filter(close__month__in=[m.start.date() for m in wanted if m in closed], team_id=team_id)
+        .values("close__month")
+        .annotate(cost=Sum("cost"), idle=Sum("idle_cost"))
+        .values_list("close__month", "cost", "idle")
+    )
+    live = (
+        Charge.objects.filter(month__in=[m.start.date() for m in wanted if m not in closed], team_id=team_id)
+        .values("month")
+        .annotate(cost=Sum("cost"), idle=Sum("idle_cost"))
+        .values_list("month", "cost", "idle")
+    )
+    for first, cost, idle in [*frozen, *live]:
+        totals[first] = (cost or ZERO, idle or ZERO)
+    return [(m, *totals.get(first, (ZERO, ZERO))) for m, first in reversed(list(zip(wanted, firsts, strict=True)))]
 
 
 @dataclass(frozen=True)
@@ -258,34 +271,67 @@ OFF = (
     "{cluster}: team charges + unallocated = {charged} {currency} but capacity x rate = {capacity} {currency}"
     " (off by {off})"
 )
+DRIFT = (
+    "{cluster}: the closed month's frozen lines + corrections = {billed} {currency} but the month re-priced under"
+    " its own terms = {repriced} {currency} (off by {off})"
+)
 
 
-def reconcile(*, month: Month, now: datetime | None = None) -> Reconciliation:
-    """Check that, per cluster, the statement (without adjustments) adds up to capacity x rate, to the cent."""
-    now = now or timezone.now()
-    book = rate_book()
-    currency = book_currency(book)
-    capacity = month_capacity(month=month, now=now, book=book)
-    charged: dict[str, Decimal] = defaultdict(Decimal)
-    allocated: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    for c in statement_charges(month=month, now=now, adjustments=False):
-        charged[c.cluster] += c.cost
-        if c.kind == "usage":
-            allocated[(c.cluster, c.gpu_model)] += c.gpu_hours
-    capacity_cost: dict[str, Decimal] = defaultdict(Decimal)
-    for (cluster, _), cap in capacity.items():
-        capacity_cost[cluster] += cap.cost
+def reconcile(*, month: Month) -> Reconciliation:
+    """Per cluster, the month's charges (corrections aside) add up to capacity x rate, to the cent; for a closed
+    month also: its frozen lines + the corrections that landed for it = the month re-priced under its own terms."""
+    close = month_closed(month)
+    ledger = Charge.objects.filter(month=month.start.date()).exclude(kind="adjustment")
+    currency = _currency(ledger)
+    charged = dict(ledger.values("cluster_name").annotate(c=Sum("cost")).values_list("cluster_name", "c"))
+    capacity = CapacityDay.objects.filter(day__gte=month.start.date(), day__lt=month.end.date())
+    capacity_cost = dict(capacity.values("cluster__name").annotate(c=Sum("cost")).values_list("cluster__name", "c"))
     problems = []
-    for (cluster, model), hours in sorted(allocated.items()):
-        cap = capacity.get((cluster, model))
-        cap_hours = cap.gpu_hours if cap else ZERO
-        if to_cents(hours - cap_hours) > 0:
-            problems.append(GAP.format(cluster=cluster, model=model or "(unknown model)", allocated=to_cents(hours),
-                                       capacity=to_cents(cap_hours), gap=to_cents(hours - cap_hours)))  # fmt: skip
+    allocated = ledger.filter(kind="usage").values("cluster_name", "gpu_model").annotate(h=Sum("gpu_hours"))
+    cap_hours = {
+        (r["cluster__name"], r["gpu_model"]): r["h"]
+        for r in capacity.values("cluster__name", "gpu_model").annotate(h=Sum("gpu_hours"))
+    }
+    for r in sorted(allocated, key=lambda r: (r["cluster_name"], r["gpu_model"])):
+        cap = cap_hours.get((r["cluster_name"], r["gpu_model"]), ZERO)
+        if to_cents(r["h"] - cap) > 0:
+            gap = to_cents(r["h"] - cap)
+            model = r["gpu_model"] or "(unknown model)"
+            problems.append(GAP.format(cluster=r["cluster_name"], model=model, allocated=to_cents(r["h"]),
+                                       capacity=to_cents(cap), gap=gap))  # fmt: skip
     names = sorted(set(charged) | set(capacity_cost))
-    checks = [ClusterCheck(name, charged[name], capacity_cost[name]) for name in names]
+    checks = [ClusterCheck(n, charged.get(n) or ZERO, capacity_cost.get(n) or ZERO) for n in names]
     for check in checks:
         if check.off_by:
             problems.append(OFF.format(cluster=check.cluster, charged=to_cents(check.charged), currency=currency,
                                        capacity=to_cents(check.capacity_cost), off=check.off_by))  # fmt: skip
+    if close is not None:
+        problems.extend(_closed_month_drift(month, close, charged, currency))
     return Reconciliation(month=month, currency=currency, clusters=checks, problems=problems)
+
+
+def _closed_month_drift(month: Month, close: MonthClose, repriced: dict[str, Decimal], currency: str) -> list[str]:
+    billed: dict[str, Decimal] = defaultdict(Decimal)
+    frozen = StatementLine.objects.filter(close=close).exclude(kind="adjustment")
+    for name, cost in frozen.values("cluster_name").annotate(c=Sum("cost")).values_list("cluster_name", "c"):
+        billed[name] += cost
+    landed = [
+        StatementLine.objects.filter(kind="adjustment", corrects=month.start.date()),
+        Charge.objects.filter(kind="adjustment", corrects=month.start.date()).exclude(
+            month__in=[m.start.date() for m in closed_months()]
+        ),
+    ]
+    for rows in landed:
+        for name, cost in rows.values("cluster_name").annotate(c=Sum("cost")).values_list("cluster_name", "c"):
+            billed[name] += cost
+    problems = []
+    for name in sorted(set(billed) | set(repriced)):
+        off = to_cents(billed.get(name, ZERO)) - to_cents(repriced.get(name) or ZERO)
+        if off:
+            problems.append(DRIFT.format(cluster=name, billed=to_cents(billed.get(name, ZERO)), currency=currency,
+                                         repriced=to_cents(repriced.get(name) or ZERO), off=off))  # fmt: skip
+    return problems
+
+
+def corrections_landing_in(month: Month) -> list[Month]:
+    return months_corrected_in(month)

@@ -13,12 +13,25 @@ from decimal import Decimal, InvalidOperation
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from governance.costs.corrections import corrections_refresh, months_corrected_in
 from governance.costs.currency import validate_currency
-from governance.costs.models import Budget, BudgetAlert, DeclaredCapacity, MonthClose, RateCard, StatementLine
-from governance.costs.selectors import open_month_charges, statement_charges
+from governance.costs.locks import lock_months
+from governance.costs.marks import terms_changed
+from governance.costs.models import (
+    DEFAULT_MODEL,
+    Budget,
+    BudgetAlert,
+    DeclaredCapacity,
+    MonthClose,
+    RateCard,
+    UnallocatedPolicyTerm,
+)
+from governance.costs.reprice import month_reprice
+from governance.costs.selectors import chargeback_by_team
+from governance.costs.terms import live_terms
 from governance.fleet.models import Cluster
 from governance.lib.money import to_cents
 from governance.lib.months import Month
@@ -26,7 +39,10 @@ from governance.org.models import Membership, Team, User
 
 logger = logging.getLogger(__name__)
 
-MONTH_CLOSED = "{field}: {when} falls in or before the closed month {month}; a closed month never changes."
+MONTH_CLOSED = (
+    "{field}: {when} falls in or before the closed month {month}; a closed month never changes"
+    " (date the change from {open} on)."
+)
 MONTH_ALREADY_CLOSED = "month {month} is already closed; a closed month never changes."
 MONTH_NOT_ENDED = "month {month} has not ended yet; it can be closed from {end:%Y-%m-%d} on."
 CURRENCY_MISMATCH = "currency: {currency} differs from the rate cards in force ({existing}); use one currency."
@@ -62,7 +78,10 @@ def month_open_check(*, when: datetime, field: str = "valid_from") -> None:
     """Refuse a change effective at `when` if it would reprice a closed month."""
     closed = last_closed_month()
     if closed is not None and when < closed.end:
-        raise MonthClosed(MONTH_CLOSED.format(field=field, when=when.isoformat(), month=closed), code="month_closed")
+        raise MonthClosed(
+            MONTH_CLOSED.format(field=field, when=when.isoformat(), month=closed, open=closed.end.date().isoformat()),
+            code="month_closed",
+        )
 
 
 def rate_card_set(
@@ -82,10 +101,17 @@ def rate_card_set(
         raise ValidationError("gpu_model: must not be empty (use '*' for the default rate).")
     month_open_check(when=valid_from)
     cluster_obj = _cluster(cluster) if cluster else None
-    card, _ = RateCard.objects.update_or_create(
-        gpu_model=gpu_model.strip(), cluster=cluster_obj, valid_from=valid_from,
-        defaults={"price_per_gpu_hour": price, "currency": currency, "energy_price_per_kwh": energy},
-    )  # fmt: skip
+    with transaction.atomic():
+        card, _ = RateCard.objects.update_or_create(
+            gpu_model=gpu_model.strip(), cluster=cluster_obj, valid_from=valid_from,
+            defaults={"price_per_gpu_hour": price, "currency": currency, "energy_price_per_kwh": energy},
+        )  # fmt: skip
+        # A model's first card also prices the time before it (price_interval), so it re-prices every open day.
+        first = not RateCard.objects.filter(
+            gpu_model=card.gpu_model, cluster=cluster_obj, valid_from__lt=valid_from
+        ).exists()
+        terms_changed(since=None if first else valid_from, cluster_id=cluster_obj.pk if cluster_obj else None,
+                      gpu_model=None if card.gpu_model == DEFAULT_MODEL else card.gpu_model)  # fmt: skip
     return card
 
 
@@ -103,11 +129,36 @@ def capacity_set(*, cluster: str, gpu_model: str, count: int, valid_from: dateti
     if not gpu_model.strip():
         raise ValidationError("gpu_model: must not be empty.")
     month_open_check(when=valid_from)
-    cluster_obj, _ = Cluster.objects.get_or_create(name=cluster)
-    capacity, _ = DeclaredCapacity.objects.update_or_create(
-        cluster=cluster_obj, gpu_model=gpu_model.strip(), valid_from=valid_from, defaults={"count": count}
-    )
+    with transaction.atomic():
+        cluster_obj, _ = Cluster.objects.get_or_create(name=cluster)
+        capacity, _ = DeclaredCapacity.objects.update_or_create(
+            cluster=cluster_obj, gpu_model=gpu_model.strip(), valid_from=valid_from, defaults={"count": count}
+        )
+        # Declaring any capacity switches the cluster from seen GPUs to declared ones on every open day.
+        terms_changed(since=None, cluster_id=cluster_obj.pk, gpu_model=None, usage=False)
     return capacity
+
+
+UNKNOWN_POLICY = "policy: {value!r} is not one of {choices}."
+
+
+def policy_set(*, cluster: str, policy: str, valid_from: datetime) -> UnallocatedPolicyTerm:
+    """Bill a cluster's unallocated capacity as its own line (`show`) or shared among teams (`share`) from
+    `valid_from` on; a date in a closed month is refused."""
+    if policy not in Cluster.UnallocatedPolicy.values:
+        raise ValidationError(
+            UNKNOWN_POLICY.format(value=policy, choices=", ".join(Cluster.UnallocatedPolicy.values)), code="invalid"
+        )
+    month_open_check(when=valid_from)
+    cluster_obj = _cluster(cluster)
+    with transaction.atomic():
+        term, _ = UnallocatedPolicyTerm.objects.update_or_create(
+            cluster=cluster_obj, valid_from=valid_from, defaults={"policy": policy}
+        )
+        current = UnallocatedPolicyTerm.objects.filter(cluster=cluster_obj).order_by("-valid_from").first()
+        Cluster.objects.filter(pk=cluster_obj.pk).update(unallocated_policy=current.policy)
+        terms_changed(since=valid_from, cluster_id=cluster_obj.pk, gpu_model=None, usage=False)
+    return term
 
 
 def budget_set(
@@ -126,41 +177,37 @@ def budget_set(
     return budget
 
 
-FROZEN_FIELDS = {
-    "cluster": "cluster_name", "team": "team_name", "project": "project_name", "user": "user_name",
-}  # fmt: skip
+FREEZE = """
+INSERT INTO costs_statementline (close_id, kind, period_start, period_end, corrects, cluster_name, team_id,
+    team_name, project_name, job_ref, user_name, gpu_model, mig_profile, gpu_hours, used_gpu_hours, idle_gpu_hours,
+    cost, idle_cost, energy_kwh, energy_cost, currency, at_default_rate, job_id, project_id, corrected_kind, reason)
+SELECT %s, kind, period_start, period_end, corrects, cluster_name, team_id, team_name, project_name, job_ref,
+    user_name, gpu_model, mig_profile, gpu_hours, used_gpu_hours, idle_gpu_hours, cost, idle_cost, energy_kwh,
+    energy_cost, currency, at_default_rate, job_id, project_id, corrected_kind, reason
+FROM costs_charge WHERE month = %s ORDER BY kind, period_start, id
+"""
 
 
 def statement_close(*, month: Month, user: User | None = None, now: datetime | None = None) -> MonthClose:
-    """Freeze a month's statement (with the corrections landing in it); from then on it is read, never computed."""
+    """Freeze a month: re-price it in full, bring the corrections landing in it up to date, keep its terms, and
+    copy its ledger rows as the frozen statement. From then on it is read, never computed."""
     now = now or timezone.now()
     if month.end > now:
         raise ValidationError(MONTH_NOT_ENDED.format(month=month, end=month.end), code="not_ended")
     try:
         with transaction.atomic():
-            close = MonthClose.objects.create(month=month.start.date(), closed_by=user)
-            batch: list[StatementLine] = []
-            # Computed after the close row exists, inside the same transaction: a second close waits and fails.
-            for charge in open_month_charges(month=month, now=now):
-                batch.append(_line(close, charge))
-                if len(batch) >= BATCH:
-                    StatementLine.objects.bulk_create(batch)
-                    batch = []
-            StatementLine.objects.bulk_create(batch)
+            lock_months([month], shared=False)  # waits for the passes pricing the month right now
+            if MonthClose.objects.filter(month=month.start.date()).exists():
+                raise IntegrityError("closed already")
+            month_reprice(month=month, now=now)
+            for corrected in months_corrected_in(month):
+                corrections_refresh(corrected=corrected, now=now)
+            close = MonthClose.objects.create(month=month.start.date(), closed_by=user, terms=live_terms().snapshot())
+            with connection.cursor() as cursor:
+                cursor.execute(FREEZE, [close.pk, month.start.date()])
     except IntegrityError:
         raise ValidationError(MONTH_ALREADY_CLOSED.format(month=month), code="month_closed") from None
     return close
-
-
-def _line(close: MonthClose, c) -> StatementLine:
-    return StatementLine(
-        close=close, kind=c.kind, period_start=c.period_start, period_end=c.period_end,
-        corrects=c.corrects.start.date() if c.corrects else None, cluster_name=c.cluster, team_id=c.team_id,
-        team_name=c.team, project_name=c.project, job_ref=c.job_ref, user_name=c.user, gpu_model=c.gpu_model,
-        mig_profile=c.mig_profile, gpu_hours=c.gpu_hours, used_gpu_hours=c.used_gpu_hours,
-        idle_gpu_hours=c.idle_gpu_hours, cost=c.cost, idle_cost=c.idle_cost, energy_kwh=c.energy_kwh,
-        energy_cost=c.energy_cost, currency=c.currency, at_default_rate=c.at_default_rate,
-    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -181,7 +228,7 @@ def budget_alerts_check(*, month: Month | None = None, now: datetime | None = No
     if not budgets:
         return sent
     spent_by_team: dict[int | None, Decimal] = defaultdict(Decimal)
-    for charge in statement_charges(month=month, now=now, team_ids=[b.team_id for b in budgets]):
+    for charge in chargeback_by_team(month=month, team_ids=[b.team_id for b in budgets]):
         spent_by_team[charge.team_id] += charge.cost
     for budget in budgets:
         spent = to_cents(spent_by_team[budget.team_id])

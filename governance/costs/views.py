@@ -18,7 +18,6 @@ from governance.costs.selectors import (
     chargeback_by_team,
     month_closed,
     reconcile,
-    statement_charges,
     team_breakdown,
     team_trend,
 )
@@ -50,10 +49,10 @@ def month_home(request: HttpRequest) -> HttpResponse:
 def finance_month(request: HttpRequest) -> HttpResponse:
     month = _month(request)
     charges = chargeback_by_team(month=month)
-    slugs = dict(Team.objects.values_list("name", "slug"))
+    slugs = dict(Team.objects.values_list("pk", "slug"))
     context = {
         "month": month,
-        "rows": [(c, slugs.get(c.team)) for c in charges],
+        "rows": [(c, slugs.get(c.team_id)) for c in charges],
         "total": sum((c.cost for c in charges), ZERO),
         "currency": charges[0].currency if charges else "",
         "closed": month_closed(month),
@@ -93,9 +92,7 @@ def team_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     if not can_see_team_detail(user=request.user, team=team):
         raise Http404("No such team.")
     month = _month(request)
-    response = StreamingHttpResponse(
-        focus_csv(statement_charges(month=month, team_ids=[team.pk]), month=month), content_type="text/csv"
-    )
+    response = StreamingHttpResponse(focus_csv(month=month, team_ids=[team.pk]), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="chargeback-{team.slug}-{month}.csv"'
     return response
 

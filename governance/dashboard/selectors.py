@@ -14,9 +14,9 @@ from decimal import Decimal
 from django.db.models import Count, F, FloatField, Q, QuerySet, Sum
 from django.db.models.functions import Cast, TruncDay, TruncHour
 
-from governance.costs.ledger import rate_book
 from governance.costs.pricing import rate_at
 from governance.costs.selectors import UNATTRIBUTED, TeamCharge, chargeback_months
+from governance.costs.terms import rate_book
 from governance.lib.months import Month
 from governance.org.models import Team, User
 from governance.org.selectors import job_visibility_filter, teams_visible

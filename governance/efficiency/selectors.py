@@ -11,8 +11,9 @@ from django.conf import settings
 from django.db.models import Count, F, Max, QuerySet, Sum
 from django.utils import timezone
 
-from governance.costs.ledger import rate_book
+from governance.costs.models import Charge
 from governance.costs.pricing import Rate, RateBook, rate_at
+from governance.costs.terms import rate_book
 from governance.efficiency.models import LIVE_STATES, Finding
 from governance.efficiency.summary import GpuSummary, HourStat, JobSummary
 from governance.fleet.models import Gpu
@@ -186,11 +187,11 @@ def cluster_top_jobs(*, user: User, cluster_id: int, limit: int = 10) -> list[di
     )
 
 
-def job_cost_so_far(*, job: Job, now: datetime | None = None) -> tuple[Decimal, str] | None:
-    """Allocated GPU-hours so far x the rate in force now; None without a rate card."""
-    now = now or timezone.now()
-    card = rate_current(cluster=job.cluster.name, gpu_model=job.gpu_model, at=now)
-    if card is None or job.start_time is None:
+def job_cost_so_far(*, job: Job) -> tuple[Decimal, str] | None:
+    """What the ledger charges the job so far (every month, re-priced under each month's terms); None if nothing."""
+    totals = Charge.objects.filter(job=job, kind=Charge.Kind.USAGE).aggregate(
+        cost=Sum("cost"), currency=Max("currency")
+    )
+    if totals["cost"] is None:
         return None
-    seconds = max(((job.end_time or now) - job.start_time).total_seconds(), 0)
-    return Decimal(str(seconds)) / 3600 * job.gpus * card.price_per_gpu_hour, card.currency
+    return totals["cost"], totals["currency"]

@@ -15,6 +15,10 @@ def _signed_in(user: User) -> bool:
 
 
 class ClusterSerializer(serializers.ModelSerializer):
+    unallocated_policy = serializers.CharField(
+        read_only=True, help_text="The policy in force now; change it from a date on through /api/v1/policies/."
+    )
+
     class Meta:
         model = Cluster
         fields = ["id", "name", "unallocated_policy", "created_at"]

@@ -5,3 +5,7 @@ class UsageConfig(AppConfig):
     name = "governance.usage"
     label = "usage"
     verbose_name = "Jobs and usage"
+
+    def ready(self) -> None:
+        # Registered in every process (web, worker, commands), so other apps enqueue them by name.
+        from governance.usage import tasks  # noqa: F401

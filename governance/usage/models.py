@@ -168,3 +168,18 @@ class GpuHour(models.Model):
 
     def __str__(self) -> str:
         return f"GPU {self.gpu_id} {self.hour:%Y-%m-%d %H}h"
+
+
+class PricingMark(models.Model):
+    """A day whose charges ingest (or a change of a job) touched: the worker re-prices it and deletes the mark.
+
+    A mark with a job re-prices that job's day; one without re-prices the cluster's capacity for the day (new
+    GPUs, GPUs seen again). Marks are appended, never updated, so ingest never waits on pricing.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.DO_NOTHING, db_constraint=False, null=True, related_name="+")
+    cluster = models.ForeignKey(Cluster, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    day = models.DateField()
+
+    def __str__(self) -> str:
+        return f"reprice {'job ' + str(self.job_id) if self.job_id else 'cluster ' + str(self.cluster_id)} {self.day}"

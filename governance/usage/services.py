@@ -15,13 +15,17 @@ from django.db.models import F
 from django.utils import timezone
 
 from collectors.records import Batch, decode_batch, encode
+from governance.lib.enqueue import enqueue_on_commit
 from governance.org.services import project_ids_resolver
 from governance.usage import prepared, writer
+from governance.usage.marks import job_days_mark
 from governance.usage.models import IngestBatch, Job
 from governance.usage.prepared import Prepared
 
 logger = logging.getLogger(__name__)
 
+# The charge ledger's re-pricing (governance/costs), enqueued by name: usage never imports costs.
+REPRICE_TASK = "costs.reprice"
 BATCH_ID_CONFLICT = "batch_id {batch_id} was already received with different records"
 
 
@@ -134,6 +138,7 @@ def usage_prepared_write(*, batch: Prepared) -> ProcessResult:
     if header.samples:
         writer.fleet_touch(header.gpus, cluster_ids)
         writer.rollups_fold()
+    enqueue_on_commit(REPRICE_TASK)
     return ProcessResult(jobs=len(header.jobs), samples=header.samples)
 
 
@@ -156,6 +161,11 @@ def jobs_remap(*, accounts: Iterable[str] | None = None) -> int:
     with transaction.atomic():
         for project_id, pks in moved.items():
             Job.objects.filter(pk__in=pks).update(project_id=project_id, updated_at=timezone.now())
+        # Every day of a moved job is billed to its new team: open months directly, closed ones as corrections.
+        every = [pk for pks in moved.values() for pk in pks]
+        job_days_mark(Job.objects.filter(pk__in=every).values_list("pk", "cluster_id", "start_time", "end_time"))
+        if every:
+            enqueue_on_commit(REPRICE_TASK)
     return sum(len(pks) for pks in moved.values())
 
 

@@ -21,6 +21,7 @@ from collectors.records import TERMINAL_STATES, JobRecord
 from governance.fleet.models import Cluster, Gpu, Node
 from governance.org.services import project_ids_resolver
 from governance.usage import prepared
+from governance.usage.marks import job_days_mark
 from governance.usage.models import IngestBatch, Job
 from governance.usage.prepared import GpuFacts
 
@@ -358,6 +359,21 @@ def jobs_apply(records: Sequence[JobRecord], models: dict[int, str], cluster_ids
     changed = [job for pk, job in jobs.items() if _job_values(job) != before[pk]]
     if changed:
         _jobs_update(changed)
+        times = (JOB_FIELDS.index("start_time"), JOB_FIELDS.index("end_time"))
+        job_days_mark(
+            (job.pk, job.cluster_id, _earliest(job.start_time, before[job.pk][times[0]]),
+             _latest(job.end_time, before[job.pk][times[1]]))
+            for job in changed
+        )  # fmt: skip
+
+
+def _earliest(*moments):
+    known = [m for m in moments if m is not None]
+    return min(known) if known else None
+
+
+def _latest(*moments):
+    return None if any(m is None for m in moments) else max(moments)
 
 
 def _stage(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: list[int]) -> None:
@@ -499,9 +515,21 @@ def samples_write(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: l
     _execute_in_turn([_sql(INSERT_SAMPLES), _sql(AGGREGATE_HOURS)], params)
 
 
+# The days the batch touched, for the pricing worker: each job's day, and each cluster's day (no job) for the
+# capacity its GPUs add. Appended, never updated: no lock, no wait on pricing.
+MARK_DAYS = {
+    "postgresql": f"""INSERT INTO usage_pricingmark (job_id, cluster_id, day)
+SELECT DISTINCT s.job_id, g.cluster_id, (s.hour AT TIME ZONE 'UTC')::date FROM {HOUR_STAGE} s
+JOIN fleet_gpu g ON g.id = s.gpu_id""",
+    "sqlite": f"""INSERT INTO usage_pricingmark (job_id, cluster_id, day)
+SELECT DISTINCT s.job_id, g.cluster_id, date(s.hour) FROM {HOUR_STAGE} s JOIN fleet_gpu g ON g.id = s.gpu_id""",
+}
+
+
 def rollups_fold() -> None:
-    """Fold the aggregate `samples_write` left into both hourly rollups (row locks in key order)."""
-    _execute_in_turn([_sql(UPSERT_JOB_HOURS), _sql(UPSERT_GPU_HOURS)])
+    """Fold the aggregate `samples_write` left into both hourly rollups (row locks in key order), and mark the
+    days it touched for pricing."""
+    _execute_in_turn([_sql(UPSERT_JOB_HOURS), _sql(UPSERT_GPU_HOURS), MARK_DAYS[connection.vendor]])
 
 
 def _execute_in_turn(statements: Sequence[str], params: dict[str, object] | None = None) -> None:

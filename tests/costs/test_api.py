@@ -20,7 +20,7 @@ def test_an_admin_adds_a_rate_card_through_the_api(client, cast):
     card = RateCard.objects.get()
     assert (card.price_per_gpu_hour, card.currency, card.energy_price_per_kwh) == (
         Decimal("2.40"), "EUR", Decimal("0.21"))  # fmt: skip
-    assert client.get("/api/v1/rates/").json()[0]["gpu_model"] == H100
+    assert client.get("/api/v1/rates/").json()["results"][0]["gpu_model"] == H100
 
 
 def test_a_bad_currency_is_refused_with_the_field_named(client, cast):
@@ -58,4 +58,4 @@ def test_a_lead_sets_their_teams_budget_but_not_another_teams(client, cast):
 
     assert (own.status_code, other.status_code) == (201, 403)
     assert [(b.team.slug, b.amount) for b in Budget.objects.all()] == [("nlp", Decimal("5000.00"))]
-    assert [b["team"] for b in client.get("/api/v1/budgets/").json()] == ["nlp"]
+    assert [b["team"] for b in client.get("/api/v1/budgets/").json()["results"]] == ["nlp"]

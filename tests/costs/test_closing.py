@@ -11,7 +11,7 @@ from governance.costs.selectors import UNALLOCATED, chargeback_by_team, reconcil
 from governance.costs.services import statement_close
 from governance.lib.months import Month
 from tests.costs.conftest import by_team, cents, declare, set_rate
-from tests.factories import H100, ingest, job_record
+from tests.factories import H100, committed, ingest, job_record
 
 pytestmark = pytest.mark.django_db
 
@@ -34,11 +34,15 @@ def closed_november(cast, cluster):
 @time_machine.travel("2026-12-02T10:00:00Z", tick=False)
 def test_closing_freezes_the_statement_lines(closed_november):
     lines = StatementLine.objects.filter(close__month=NOV.start.date())
+    totals: dict[tuple[str, str], Decimal] = {}
+    for line in lines:
+        totals[(line.kind, line.team_name)] = totals.get((line.kind, line.team_name), Decimal(0)) + line.cost
 
-    assert {(line.kind, line.team_name, cents(line.cost)) for line in lines} == {
-        ("usage", "NLP", cents(4)),
-        ("unallocated", UNALLOCATED, cents(2 * 720 * 2 - 4)),
+    assert {key: cents(cost) for key, cost in totals.items()} == {
+        ("usage", "NLP"): cents(4),
+        ("unallocated", UNALLOCATED): cents(2 * 720 * 2 - 4),
     }
+    assert lines.filter(kind="unallocated").count() == 30  # one line per day of the month
 
 
 @time_machine.travel("2026-12-02T10:00:00Z", tick=False)
@@ -94,7 +98,8 @@ def test_the_api_refuses_to_change_a_closed_month(client, cast, closed_november)
         "/api/v1/budgets/", {"team": "nlp", "month": "2026-11", "amount": "10.00"}, content_type="application/json"
     )
 
-    assert [r.status_code for r in (again, back_rate, back_capacity, back_budget)] == [409] * 4
+    # Closing twice conflicts with the month's state; a term dated into it is a bad request naming the month.
+    assert [r.status_code for r in (again, back_rate, back_capacity, back_budget)] == [409, 400, 400, 400]
     assert "closed month 2026-11" in back_rate.json()["error"]["message"]
     assert RateCard.objects.filter(price_per_gpu_hour=Decimal("9.00")).count() == 0
     assert StatementLine.objects.count() == lines_before
@@ -149,7 +154,8 @@ def test_a_mapping_that_moves_a_closed_months_job_lands_as_an_adjustment_between
     from governance.usage.services import jobs_remap
 
     ProjectMapping.objects.create(value="llm-pretrain", project=cast.vision.projects.get())
-    assert jobs_remap(accounts=["llm-pretrain"]) == 1
+    with committed():
+        assert jobs_remap(accounts=["llm-pretrain"]) == 1
 
     assert by_team(chargeback_by_team(month=NOV))["NLP"] == cents(4)  # the closed month is as billed
     adjustments = [c for c in statement_charges(month=DEC) if c.kind == "adjustment"]

@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from governance.costs.focus import focus_csv
 from governance.costs.management.commands._args import month_arg
-from governance.costs.selectors import statement_charges
+from governance.costs.selectors import chargeback_by_team
 from governance.lib.money import to_cents
 from governance.org.models import Team
 
@@ -25,21 +25,15 @@ class Command(BaseCommand):
             if found is None:
                 raise CommandError(f"--team: no team with slug {team!r}")
             team_ids = [found]
-        charges = statement_charges(month=month, team_ids=team_ids)
         if format == "csv":
-            for chunk in focus_csv(charges, month=month):
-                self.stdout.write(chunk, ending="")
+            for chunk in focus_csv(month=month, team_ids=team_ids):
+                self.stdout.write(chunk if isinstance(chunk, str) else chunk.decode(), ending="")
             return
-        totals: dict[str, list[Decimal]] = {}
-        currency = ""
-        for c in charges:
-            row = totals.setdefault(c.team, [Decimal(0)] * 3)
-            row[0] += c.gpu_hours
-            row[1] += c.cost
-            row[2] += c.idle_cost
-            currency = c.currency
+        totals = chargeback_by_team(month=month, team_ids=team_ids)
+        currency = totals[0].currency if totals else ""
         self.stdout.write(f"{'team':<24} {'GPU-hours':>12} {'cost':>14} {'idle cost':>14}  {month}")
-        for name, (hours, cost, idle) in sorted(totals.items()):
-            self.stdout.write(f"{name:<24} {to_cents(hours):>12} {to_cents(cost):>14} {to_cents(idle):>14}  {currency}")
-        grand = sum((row[1] for row in totals.values()), Decimal(0))
+        for c in totals:
+            hours, cost, idle = to_cents(c.gpu_hours), to_cents(c.cost), to_cents(c.idle_cost)
+            self.stdout.write(f"{c.team:<24} {hours:>12} {cost:>14} {idle:>14}  {currency}")
+        grand = sum((c.cost for c in totals), Decimal(0))
         self.stdout.write(f"{'total':<24} {'':>12} {to_cents(grand):>14}  {currency}")

@@ -1,0 +1,344 @@
+"""Keeps the charge ledger current: re-prices the job-days and cluster-days that ingest, a change of a job or a
+change of terms marked, and turns late usage for a closed month into corrections in the next open month.
+
+One pass is one transaction: claim marks, take the locks (months shared, then jobs, then cluster-days, then the
+closed months being corrected, each in key order), write the rows. Passes are idempotent: re-pricing a day twice
+gives the same rows, so a mark claimed twice, or a pass retried after a failure, changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Count, Max, Q, Sum
+from django.utils import timezone
+
+from governance.costs import corrections
+from governance.costs.ledger import (
+    DAY,
+    Allocated,
+    Capacity,
+    GpuSeen,
+    HourUse,
+    JobFacts,
+    day_capacity,
+    day_start,
+    job_day_rows,
+    month_of,
+    unallocated_rows,
+)
+from governance.costs.locks import lock_cluster_days, lock_jobs, lock_months
+from governance.costs.models import CapacityDay, Charge
+from governance.costs.terms import SHARE, TermsByMonth
+from governance.fleet.models import Cluster, Gpu
+from governance.lib.months import Month
+from governance.usage.models import Job, JobGpuHour, PricingMark
+
+logger = logging.getLogger(__name__)
+
+CLAIM_LIMIT = 5000
+WRITE_BATCH = 2000
+CLAIM = """
+DELETE FROM usage_pricingmark WHERE id IN (
+    SELECT id FROM usage_pricingmark ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
+) RETURNING job_id, cluster_id, day
+"""
+
+
+@dataclass
+class Repriced:
+    job_days: int = 0
+    cluster_days: int = 0
+    corrected_months: int = 0
+
+    def __iadd__(self, other: Repriced) -> Repriced:
+        self.job_days += other.job_days
+        self.cluster_days += other.cluster_days
+        self.corrected_months += other.corrected_months
+        return self
+
+
+def _claim(limit: int) -> list[tuple[int | None, int, date]]:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(CLAIM, [limit])
+            return cursor.fetchall()
+    marks = list(PricingMark.objects.order_by("id").values_list("id", "job_id", "cluster_id", "day")[:limit])
+    PricingMark.objects.filter(id__in=[m[0] for m in marks]).delete()
+    return [m[1:] for m in marks]
+
+
+def charges_reprice(*, now: datetime | None = None, limit: int = CLAIM_LIMIT) -> Repriced:
+    """Re-price everything marked, a claim at a time, until no mark is left (marks others hold are skipped)."""
+    total = Repriced()
+    while True:
+        with transaction.atomic():
+            marks = _claim(limit)
+            if not marks:
+                break
+            job_days: dict[int, set[date]] = defaultdict(set)
+            cluster_days: set[tuple[int, date]] = set()
+            for job_id, cluster_id, day in marks:
+                if job_id is not None:
+                    job_days[job_id].add(day)
+                cluster_days.add((cluster_id, day))
+            total += reprice(job_days=job_days, cluster_days=cluster_days, now=now)
+        if len(marks) < limit:
+            break
+    return total
+
+
+def reprice(
+    *, job_days: dict[int, set[date]], cluster_days: set[tuple[int, date]], now: datetime | None = None
+) -> Repriced:
+    """Re-price these job-days, then these and their clusters' days, then correct the closed months among them.
+    Runs in the caller's transaction."""
+    now = now or timezone.now()
+    terms = TermsByMonth()
+    months = {month_of(d) for days in job_days.values() for d in days} | {month_of(d) for _, d in cluster_days}
+    lock_months(months, shared=True)
+    jobs = _jobs(job_days.keys())
+    lock_jobs(sorted(jobs))
+    rows: list[dict] = []
+    hours = _hour_use(jobs, job_days)
+    for pk, days in job_days.items():
+        job = jobs.get(pk)
+        if job is None:
+            continue
+        for day in sorted(days):
+            month = month_of(day)
+            until = now if not terms.closed(month) else month.end
+            rows.extend(job_day_rows(job, day, until, hours.get((pk, day), []), terms.of(month)))
+    _replace_usage(job_days, rows, now)
+    touched = set(cluster_days) | {
+        (jobs[pk].cluster_id, d) for pk, days in job_days.items() if pk in jobs for d in days
+    }
+    touched |= _shared_months(touched, terms, now)
+    cluster_days_refresh(touched, now=now, terms=terms)
+    closed = sorted({month_of(d) for _, d in touched if terms.closed(month_of(d))})
+    for month in closed:
+        corrections.corrections_refresh(corrected=month, now=now)
+    return Repriced(job_days=sum(len(d) for d in job_days.values()), cluster_days=len(touched),
+                    corrected_months=len(closed))  # fmt: skip
+
+
+def _shared_months(keys: set[tuple[int, date]], terms: TermsByMonth, now: datetime) -> set[tuple[int, date]]:
+    """Under the share policy a team's share of every day follows its charges of the whole month: a change on
+    one day of a shared cluster re-prices the cluster's other days of that month."""
+    names = dict(Cluster.objects.filter(pk__in={c for c, _ in keys}).values_list("pk", "name"))
+    out = set()
+    for cid, month in {(c, month_of(d)) for c, d in keys}:
+        month_terms = terms.of(month)
+        last = min(month.end, now if not terms.closed(month) else month.end)
+        day = month.start
+        days = []
+        while day < last:
+            days.append(day.date())
+            day += DAY
+        if any(month_terms.policy(names.get(cid, ""), day_start(d) + DAY) == SHARE for d in days):
+            out.update((cid, d) for d in days)
+    return out
+
+
+def _jobs(ids: Iterable[int]) -> dict[int, JobFacts]:
+    ids = list(ids)
+    if not ids:
+        return {}
+    profiles = dict(
+        JobGpuHour.objects.filter(job_id__in=ids)
+        .exclude(gpu__mig_profile="")
+        .values("job_id")
+        .annotate(profile=Max("gpu__mig_profile"))
+        .values_list("job_id", "profile")
+    )
+    out = {}
+    rows = Job.objects.filter(pk__in=ids).values_list(
+        "pk", "external_id", "cluster_id", "cluster__name", "user_name", "gpus", "gpu_model", "start_time",
+        "end_time", "project_id", "project__name", "project__team_id", "project__team__name",
+    )  # fmt: skip
+    for pk, ref, cid, cluster, user, gpus, model, start, end, project_id, project, team_id, team in rows:
+        out[pk] = JobFacts(pk, ref, cid, cluster, user, gpus, model, start, end, project_id, project or "", team_id,
+                           team or "", profiles.get(pk, ""))  # fmt: skip
+    return out
+
+
+def _hour_use(jobs: dict[int, JobFacts], job_days: dict[int, set[date]]) -> dict[tuple[int, date], list[HourUse]]:
+    """Each job's rollups per hour, GPU model and MIG profile, for the days being priced."""
+    out: dict[tuple[int, date], list[HourUse]] = defaultdict(list)
+    days = [d for pk, ds in job_days.items() if pk in jobs for d in ds]
+    if not days:
+        return out
+    rows = (
+        JobGpuHour.objects.filter(
+            job_id__in=list(jobs), hour__gte=day_start(min(days)), hour__lt=day_start(max(days)) + DAY
+        )
+        .values("job_id", "hour", "gpu__model", "gpu__mig_profile")
+        .annotate(
+            n=Count("id"),
+            samples=Sum("samples"),
+            idle=Sum("idle_samples"),
+            sm=Sum("sm_sum"),
+            power=Sum("power_sum"),
+            power_samples=Sum("power_samples"),
+        )
+        .order_by()
+    )
+    for r in rows:
+        day = r["hour"].date()
+        if day in job_days[r["job_id"]]:
+            out[(r["job_id"], day)].append(
+                HourUse(
+                    r["hour"],
+                    r["gpu__model"],
+                    r["gpu__mig_profile"],
+                    r["n"],
+                    r["samples"] or 0,
+                    r["idle"] or 0,
+                    r["sm"] or 0.0,
+                    r["power"] or 0.0,
+                    r["power_samples"] or 0,
+                )
+            )
+    return out
+
+
+DELETE_JOB_DAYS = """
+DELETE FROM costs_charge WHERE kind = 'usage'
+AND (job_id, day) IN (SELECT * FROM unnest(%s::int8[], %s::date[]))
+"""
+
+
+def _replace_usage(job_days: dict[int, set[date]], rows: list[dict], now: datetime) -> None:
+    pairs = [(pk, d) for pk, days in job_days.items() for d in days]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(DELETE_JOB_DAYS, [[p for p, _ in pairs], [d for _, d in pairs]])
+    else:
+        for pk, days in job_days.items():
+            Charge.objects.filter(kind=Charge.Kind.USAGE, job_id=pk, day__in=days).delete()
+    _insert(rows, now)
+
+
+def _insert(rows: list[dict], now: datetime) -> None:
+    for i in range(0, len(rows), WRITE_BATCH):
+        Charge.objects.bulk_create([Charge(priced_at=now, **row) for row in rows[i : i + WRITE_BATCH]])
+
+
+def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: TermsByMonth) -> None:
+    """Recompute the capacity and unallocated lines of these cluster-days from the usage rows written so far.
+    A closed month's capacity stays as it was frozen; late usage only takes from its unallocated line."""
+    if not keys:
+        return
+    keys = set(keys)
+    lock_cluster_days(sorted(keys))
+    clusters = dict(Cluster.objects.filter(pk__in={c for c, _ in keys}).values_list("pk", "name"))
+    inventory: dict[int, list[GpuSeen]] = defaultdict(list)
+    for cid, model, profile, first, last in Gpu.objects.filter(cluster_id__in=clusters).values_list(
+        "cluster_id", "model", "mig_profile", "first_seen_at", "last_seen_at"
+    ):
+        inventory[cid].append(GpuSeen(model, profile, first, last))
+    days = sorted({d for _, d in keys})
+    usage = (
+        Charge.objects.filter(kind=Charge.Kind.USAGE, cluster_id__in=clusters, day__gte=days[0], day__lte=days[-1])
+        .values("cluster_id", "day", "gpu_model")
+        .annotate(hours=Sum("gpu_hours"), cost=Sum("cost"))
+        .order_by()
+    )
+    allocated: dict[tuple[int, date], Allocated] = defaultdict(Allocated)
+    for r in usage:
+        if (r["cluster_id"], r["day"]) in keys:
+            cap = allocated[(r["cluster_id"], r["day"])].by_model[r["gpu_model"]]
+            cap.gpu_hours += r["hours"]
+            cap.cost += r["cost"]
+    months = {month_of(d).start.date() for d in days}
+    teams = (
+        Charge.objects.filter(kind=Charge.Kind.USAGE, cluster_id__in=clusters, month__in=months)
+        .values("cluster_id", "month", "team_id", "team_name")
+        .annotate(cost=Sum("cost"))
+        .order_by()
+    )
+    month_teams: dict[tuple[int, date], dict] = defaultdict(lambda: defaultdict(Decimal))
+    for r in teams:
+        month_teams[(r["cluster_id"], r["month"])][(r["team_id"], r["team_name"])] += r["cost"]
+    for cid, day in keys:
+        allocated[(cid, day)].month_teams = month_teams[(cid, month_of(day).start.date())]
+    frozen = _frozen_capacity(keys, terms)
+    grace = timedelta(hours=settings.GOVERNANCE_GPU_GONE_AFTER_HOURS)
+    rows: list[dict] = []
+    fresh: list[CapacityDay] = []
+    for cid, day in sorted(keys):
+        if cid not in clusters:
+            continue
+        month = month_of(day)
+        month_terms = terms.of(month)
+        if terms.closed(month) and (cid, day) in frozen:
+            capacity = frozen[(cid, day)]
+        else:
+            until = month.end if terms.closed(month) else now
+            capacity = day_capacity(clusters[cid], day, until, inventory[cid], month_terms, grace)
+            upto = min(until, day_start(day) + DAY)
+            fresh.extend(
+                CapacityDay(cluster_id=cid, day=day, gpu_model=m, gpu_hours=c.gpu_hours, cost=c.cost, priced_until=upto)
+                for m, c in capacity.items()
+            )
+        until = month.end if terms.closed(month) else now
+        rows.extend(unallocated_rows(cid, clusters[cid], day, until, capacity, allocated[(cid, day)], month_terms))
+    by_cluster: dict[int, set[date]] = defaultdict(set)
+    for cid, day in keys:
+        by_cluster[cid].add(day)
+    stale = Q()
+    for cid, cdays in by_cluster.items():
+        stale |= Q(cluster_id=cid, day__in=cdays)
+    Charge.objects.filter(stale, kind__in=[Charge.Kind.UNALLOCATED, Charge.Kind.SHARED]).delete()
+    open_keys = Q()
+    for cid, cdays in by_cluster.items():
+        open_days = {d for d in cdays if not terms.closed(month_of(d)) or (cid, d) not in frozen}
+        if open_days:
+            open_keys |= Q(cluster_id=cid, day__in=open_days)
+    if open_keys:
+        CapacityDay.objects.filter(open_keys).delete()
+    CapacityDay.objects.bulk_create(fresh, batch_size=WRITE_BATCH)
+    _insert(rows, now)
+
+
+def _frozen_capacity(keys: set[tuple[int, date]], terms: TermsByMonth) -> dict[tuple[int, date], dict[str, Capacity]]:
+    closed = {(c, d) for c, d in keys if terms.closed(month_of(d))}
+    if not closed:
+        return {}
+    out: dict[tuple[int, date], dict[str, Capacity]] = defaultdict(dict)
+    days = sorted(d for _, d in closed)
+    rows = CapacityDay.objects.filter(cluster_id__in={c for c, _ in closed}, day__gte=days[0], day__lte=days[-1])
+    for cid, day, model, hours, cost in rows.values_list("cluster_id", "day", "gpu_model", "gpu_hours", "cost"):
+        if (cid, day) in closed:
+            out[(cid, day)][model] = Capacity(hours, cost)
+    return out
+
+
+def month_marks(month: Month) -> tuple[dict[int, set[date]], set[tuple[int, date]]]:
+    """Every job-day and cluster-day of a month: what a full re-pricing (a close, `manage.py reprice`) covers."""
+    days = []
+    moment = month.start
+    while moment < month.end:
+        days.append(moment.date())
+        moment += DAY
+    held = Job.objects.filter(start_time__lt=month.end).filter(Q(end_time__isnull=True) | Q(end_time__gt=month.start))
+    ids = set(held.values_list("pk", flat=True))
+    ids |= set(
+        JobGpuHour.objects.filter(hour__gte=month.start, hour__lt=month.end).values_list("job_id", flat=True).distinct()
+    )
+    job_days = {pk: set(days) for pk in ids}
+    clusters = set(Cluster.objects.values_list("pk", flat=True))
+    return job_days, {(c, d) for c in clusters for d in days}
+
+
+def month_reprice(*, month: Month, now: datetime | None = None) -> Repriced:
+    """Re-price a whole month now (in the caller's transaction)."""
+    job_days, cluster_days = month_marks(month)
+    return reprice(job_days=job_days, cluster_days=cluster_days, now=now)

@@ -1,0 +1,159 @@
+"""The terms a month is priced under: rate cards, declared capacity and unallocated policies.
+
+An open month is priced under the terms as they stand; a closed month under the snapshot taken when it
+closed (MonthClose.terms), so nothing that changes afterwards re-prices it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+
+from django.conf import settings
+
+from governance.costs.models import DEFAULT_MODEL, DeclaredCapacity, MonthClose, RateCard, UnallocatedPolicyTerm
+from governance.costs.pricing import Card, Rate, RateBook
+from governance.fleet.models import Cluster
+from governance.lib.months import Month
+
+MIXED_CURRENCIES = "Rate cards use more than one currency ({found}); a statement is in one currency."
+SHOW, SHARE = Cluster.UnallocatedPolicy.SHOW.value, Cluster.UnallocatedPolicy.SHARE.value
+
+
+class MixedCurrencies(ValueError):
+    pass
+
+
+@dataclass
+class Terms:
+    """Everything pricing reads besides usage: plain data, the same for live terms and a frozen snapshot."""
+
+    cards: list[Card]
+    # (cluster, model) -> [(valid_from, count)] by valid_from
+    declared: dict[tuple[str, str], list[tuple[datetime, int]]]
+    # cluster -> [(valid_from, policy)] by valid_from
+    policies: dict[str, list[tuple[datetime, str]]]
+    book: RateBook = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.book = RateBook(self.cards, default_model=DEFAULT_MODEL)
+
+    @property
+    def currency(self) -> str:
+        found = self.book.currencies()
+        if len(found) > 1:
+            raise MixedCurrencies(MIXED_CURRENCIES.format(found=", ".join(sorted(found))))
+        return found.pop() if found else settings.GOVERNANCE_DEFAULT_CURRENCY
+
+    def declares(self, cluster: str, before: datetime) -> bool:
+        """Whether the cluster declares its capacity (any declaration in force before `before`)."""
+        return any(c == cluster and steps[0][0] < before for (c, _), steps in self.declared.items())
+
+    def policy(self, cluster: str, day_end: datetime) -> str:
+        """The policy in force at the end of a day: a term dated within the day bills the whole day."""
+        current = SHOW
+        for valid_from, policy in self.policies.get(cluster, []):
+            if valid_from < day_end:
+                current = policy
+        return current
+
+    def snapshot(self) -> dict:
+        def text(value: Decimal | None) -> str | None:
+            return None if value is None else str(value)
+
+        return {
+            "rates": [
+                [
+                    c.gpu_model,
+                    c.cluster,
+                    c.rate.valid_from.isoformat(),
+                    str(c.rate.price_per_gpu_hour),
+                    c.rate.currency,
+                    text(c.energy_price_per_kwh),
+                ]
+                for c in self.cards
+            ],
+            "capacity": [
+                [cluster, model, valid_from.isoformat(), count]
+                for (cluster, model), steps in sorted(self.declared.items())
+                for valid_from, count in steps
+            ],
+            "policies": [
+                [cluster, valid_from.isoformat(), policy]
+                for cluster, steps in sorted(self.policies.items())
+                for valid_from, policy in steps
+            ],
+        }
+
+    @classmethod
+    def from_snapshot(cls, data: dict) -> Terms:
+        cards = [
+            Card(model, cluster, Rate(datetime.fromisoformat(since), Decimal(price), currency),
+                 None if energy is None else Decimal(energy))
+            for model, cluster, since, price, currency, energy in data.get("rates", [])
+        ]  # fmt: skip
+        declared: dict[tuple[str, str], list[tuple[datetime, int]]] = defaultdict(list)
+        for cluster, model, since, count in data.get("capacity", []):
+            declared[(cluster, model)].append((datetime.fromisoformat(since), int(count)))
+        policies: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
+        for cluster, since, policy in data.get("policies", []):
+            policies[cluster].append((datetime.fromisoformat(since), policy))
+        return cls(cards=cards, declared=_sorted(declared), policies=_sorted(policies))
+
+
+def _sorted(steps: dict) -> dict:
+    return {key: sorted(values) for key, values in steps.items()}
+
+
+def live_terms() -> Terms:
+    """The terms as they stand now (three small queries)."""
+    cards = [
+        Card(c.gpu_model, c.cluster.name if c.cluster else None, Rate(c.valid_from, c.price_per_gpu_hour, c.currency),
+             c.energy_price_per_kwh)
+        for c in RateCard.objects.select_related("cluster").order_by("valid_from")
+    ]  # fmt: skip
+    declared: dict[tuple[str, str], list[tuple[datetime, int]]] = defaultdict(list)
+    for cluster, model, since, count in DeclaredCapacity.objects.values_list(
+        "cluster__name", "gpu_model", "valid_from", "count"
+    ):
+        declared[(cluster, model)].append((since, count))
+    policies: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
+    for cluster, since, policy in UnallocatedPolicyTerm.objects.values_list("cluster__name", "valid_from", "policy"):
+        policies[cluster].append((since, policy))
+    return Terms(cards=cards, declared=_sorted(declared), policies=_sorted(policies))
+
+
+class TermsByMonth:
+    """The terms of each month a pass touches: frozen for closed months, live for the rest (memoised)."""
+
+    def __init__(self) -> None:
+        self._closed = {Month(m.year, m.month): terms for m, terms in MonthClose.objects.values_list("month", "terms")}
+        self._live: Terms | None = None
+        self._frozen: dict[Month, Terms] = {}
+
+    def closed(self, month: Month) -> bool:
+        return month in self._closed
+
+    @property
+    def closed_months(self) -> set[Month]:
+        return set(self._closed)
+
+    def live(self) -> Terms:
+        if self._live is None:
+            self._live = live_terms()
+        return self._live
+
+    def of(self, month: Month) -> Terms:
+        if month not in self._closed:
+            return self.live()
+        if month not in self._frozen:
+            snapshot = self._closed[month]
+            self._frozen[month] = Terms.from_snapshot(snapshot) if snapshot else self.live()
+        return self._frozen[month]
+
+
+def rate_book() -> RateBook:
+    """The rate cards in force now, as a RateBook (for reads that name a rate beside the ledger's money)."""
+    return live_terms().book
