@@ -129,7 +129,8 @@ def test_reconcile_passes_then_fails_when_a_frozen_charge_is_altered(two_teams, 
     StatementLine.objects.filter(pk=line.pk).update(cost=line.cost + Decimal("0.01"))
 
     # The frozen lines no longer add up to the month re-priced under its own terms: reconcile names the cent.
-    with pytest.raises(CommandError, match=r"c1: the closed month's frozen lines \+ corrections = 2880.01 USD .*off by 0.01"):
+    drift = r"c1: the closed month's frozen lines \+ corrections = 2880.01 USD .*off by 0.01"
+    with pytest.raises(CommandError, match=drift):
         call_command("reconcile", "2026-11")
 
 
