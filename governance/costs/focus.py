@@ -139,26 +139,35 @@ RESOURCE = (
 SKU = "CASE WHEN mig_profile <> '' THEN gpu_model || ' MIG ' || mig_profile ELSE gpu_model END"
 TAGS = "jsonb_build_object('cluster', cluster_name, 'project', project_name, 'user', user_name)::text"
 KNOWN_TEAM = f"team_id IS NOT NULL AND team_name NOT IN ('{UNALLOCATED}', '{UNATTRIBUTED}')"
-ORDER = (
-    "CASE kind WHEN 'usage' THEN 0 WHEN 'unallocated' THEN 1 WHEN 'shared' THEN 2 ELSE 3 END,"
-    " period_start, cluster_name, job_ref, gpu_model, team_name, id"
-)
 
 
 def _columns() -> list[str]:
-    cost, hours = _six("cost"), _six("gpu_hours")
+    """The FOCUS columns over a subquery `f` that formats each amount and time once per row."""
     values = [
-        cost, "%(account)s", "%(account)s", "currency", "%(period_start)s", "%(period_end)s",
-        "CASE WHEN kind = 'adjustment' THEN 'Adjustment' ELSE 'Usage' END",
-        "CASE WHEN kind = 'adjustment' THEN 'Correction' END", _safe(DESCRIPTION), _time("period_start"),
-        _time("period_end"), cost, cost, "%(provider)s", cost, hours, f"'{UNIT}'", "%(provider)s", "%(provider)s",
-        f"'{SERVICE_CATEGORY}'", f"'{SERVICE_NAME}'", hours, f"'{UNIT}'",
-        f"CASE WHEN {KNOWN_TEAM} THEN 'team-' || team_id END", _safe("team_name"), _safe(RESOURCE), _safe("job_ref"),
-        _safe(SKU), _safe(TAGS), _six("idle_cost"), _six("used_gpu_hours"), _six("idle_gpu_hours"),
-        _safe("gpu_model"), _safe("mig_profile"), _six("energy_kwh"), _six("energy_cost"),
-        "CASE WHEN at_default_rate THEN 'true' ELSE 'false' END", "to_char(corrects, 'YYYY-MM')", "kind",
+        "f.cost", "%(account)s", "%(account)s", "f.currency", "%(period_start)s", "%(period_end)s",
+        "CASE WHEN f.kind = 'adjustment' THEN 'Adjustment' ELSE 'Usage' END",
+        "CASE WHEN f.kind = 'adjustment' THEN 'Correction' END", "f.description", "f.period_start", "f.period_end",
+        "f.cost", "f.cost", "%(provider)s", "f.cost", "f.hours", f"'{UNIT}'", "%(provider)s", "%(provider)s",
+        f"'{SERVICE_CATEGORY}'", f"'{SERVICE_NAME}'", "f.hours", f"'{UNIT}'", "f.sub_account", "f.team",
+        "f.resource", "f.job_ref", "f.sku", "f.tags", "f.idle_cost", "f.used", "f.idle", "f.gpu_model",
+        "f.mig_profile", "f.kwh", "f.energy_cost", "f.at_default", "f.corrects", "f.kind",
     ]  # fmt: skip
     return [f'{value} AS "{name}"' for value, name in zip(values, HEADER, strict=True)]
+
+
+# Each value computed once per row (OFFSET 0 keeps PostgreSQL from folding the subquery into the outer SELECT,
+# which would format an amount four times); rows in statement order: usage, unallocated, shared, adjustments.
+FORMATTED = f"""
+SELECT kind, currency, {_six("cost")} AS cost, {_six("gpu_hours")} AS hours, {_safe(DESCRIPTION)} AS description,
+    {_time("period_start")} AS period_start, {_time("period_end")} AS period_end,
+    CASE WHEN {KNOWN_TEAM} THEN 'team-' || team_id END AS sub_account, {_safe("team_name")} AS team,
+    {_safe(RESOURCE)} AS resource, {_safe("job_ref")} AS job_ref, {_safe(SKU)} AS sku, {_safe(TAGS)} AS tags,
+    {_six("idle_cost")} AS idle_cost, {_six("used_gpu_hours")} AS used, {_six("idle_gpu_hours")} AS idle,
+    {_safe("gpu_model")} AS gpu_model, {_safe("mig_profile")} AS mig_profile, {_six("energy_kwh")} AS kwh,
+    {_six("energy_cost")} AS energy_cost, CASE WHEN at_default_rate THEN 'true' ELSE 'false' END AS at_default,
+    to_char(corrects, 'YYYY-MM') AS corrects
+FROM {{table}} WHERE {{where}} ORDER BY kind DESC, period_start, id OFFSET 0
+"""  # noqa: S608
 
 
 def focus_select(*, month: Month, team_ids: list[int | None] | None) -> tuple[str, dict]:
@@ -174,8 +183,8 @@ def focus_select(*, month: Month, team_ids: list[int | None] | None) -> tuple[st
         known = [t for t in team_ids if t is not None]
         params["teams"] = known or [0]
         where += " AND (team_id = ANY(%(teams)s)" + (" OR team_id IS NULL)" if None in team_ids else ")")
-    sql = f"SELECT {', '.join(_columns())} FROM {table} WHERE {where} ORDER BY {ORDER}"  # noqa: S608
-    return sql, params
+    inner = FORMATTED.format(table=table, where=where)
+    return f"SELECT {', '.join(_columns())} FROM ({inner}) AS f", params  # noqa: S608
 
 
 def _copy_csv(month: Month, team_ids: list[int | None] | None) -> Iterator[bytes]:

@@ -186,9 +186,10 @@ def _floor_hour(moment: datetime) -> datetime:
 def day_capacity(
     cluster: str, day: date, until: datetime, gpus: list[GpuSeen], terms: Terms, grace: timedelta
 ) -> dict[str, Capacity]:
-    """Per GPU model, the GPU-hours and cost a cluster could bill on a day up to `until`: its declared
-    capacity where it declares any, else the GPUs seen (from the hour of the first report to the hour after
-    the last, or to the end if the GPU reported within `grace` of it: a GPU between two reports still exists)."""
+    """Per GPU model, the GPU-hours and cost a cluster could bill on a day of a period that runs until `until`
+    (the month's end, or now while it runs): its declared capacity where it declares any, else the GPUs seen,
+    each from the hour of its first report to the hour after its last, or to `until` if it reported within
+    `grace` of it (a GPU between two reports still exists)."""
     first = day_start(day)
     end = min(first + DAY, until)
     out: dict[str, Capacity] = defaultdict(Capacity)
@@ -208,8 +209,8 @@ def day_capacity(
         for g in gpus:
             lo = _floor_hour(g.first_seen)
             hi = _floor_hour(g.last_seen) + HOUR
-            if g.last_seen >= end - grace:
-                hi = max(hi, end)
+            if g.last_seen >= until - grace:
+                hi = max(hi, until)
             lo, hi = max(lo, first), min(hi, end)
             if hi > lo:
                 intervals[(g.model, mig_fraction(g.model, g.profile), lo, hi)] += 1

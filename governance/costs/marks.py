@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Max, Min
 from django.utils import timezone
 
@@ -83,19 +84,22 @@ def terms_changed(
 
 
 def running_jobs_mark(*, now: datetime | None = None) -> int:
-    """Running jobs are charged up to now: mark their day (and yesterday just after midnight), and every
-    cluster's day, which the passing time also changes."""
+    """Running jobs are charged up to now: mark their day (and yesterday just after midnight). The capacity of
+    every cluster's last few days moves with time too (a GPU that stops reporting counts until its grace period
+    is over): mark those cluster-days."""
     now = now or timezone.now()
     days = [now.date()]
     if now - day_start(now.date()) < timedelta(minutes=30):
         days.append(now.date() - DAY)
+    grace_days = settings.GOVERNANCE_GPU_GONE_AFTER_HOURS // 24 + 2
+    cluster_days = [now.date() - timedelta(days=n) for n in range(grace_days)]
     running = Job.objects.filter(end_time__isnull=True, start_time__isnull=False, start_time__lt=now)
     marks = [
         PricingMark(job_id=pk, cluster_id=cluster_id, day=day)
         for pk, cluster_id in running.values_list("pk", "cluster_id").iterator(chunk_size=5000)
         for day in days
     ]
-    marks.extend(PricingMark(job_id=None, cluster_id=c, day=d) for c in Cluster.objects.values_list("pk", flat=True)
-                 for d in days)  # fmt: skip
+    clusters = Cluster.objects.values_list("pk", flat=True)
+    marks.extend(PricingMark(job_id=None, cluster_id=c, day=d) for c in clusters for d in cluster_days)
     PricingMark.objects.bulk_create(marks, batch_size=5000)
     return len(marks)

@@ -262,6 +262,8 @@ class Charge(models.Model):
         ]  # fmt: skip
         indexes = [
             models.Index(fields=["month", "team"], name="charge_month_team_idx"),
+            # The statement order the CSV streams in, without a sort.
+            models.Index(fields=["month", "-kind", "period_start", "id"], name="charge_statement_order_idx"),
             models.Index(fields=["cluster", "day"], name="charge_cluster_day_idx"),
             models.Index(fields=["job", "day"], name="charge_job_day_idx"),
             models.Index(fields=["corrects"], condition=models.Q(kind="adjustment"), name="charge_corrects_idx"),

@@ -281,14 +281,14 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
         if terms.closed(month) and (cid, day) in frozen:
             capacity = frozen[(cid, day)]
         else:
-            until = month.end if terms.closed(month) else now
+            until = min(month.end, now)
             capacity = day_capacity(clusters[cid], day, until, inventory[cid], month_terms, grace)
             upto = min(until, day_start(day) + DAY)
             fresh.extend(
                 CapacityDay(cluster_id=cid, day=day, gpu_model=m, gpu_hours=c.gpu_hours, cost=c.cost, priced_until=upto)
                 for m, c in capacity.items()
             )
-        until = month.end if terms.closed(month) else now
+        until = min(month.end, now)
         rows.extend(unallocated_rows(cid, clusters[cid], day, until, capacity, allocated[(cid, day)], month_terms))
     by_cluster: dict[int, set[date]] = defaultdict(set)
     for cid, day in keys:

@@ -13,7 +13,7 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Case, IntegerField, Max, QuerySet, Sum, Value, When
+from django.db.models import Max, QuerySet, Sum
 
 from governance.costs.corrections import closed_months, months_corrected_in
 from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO
@@ -30,7 +30,6 @@ LINE_FIELDS = (
     "kind", "period_start", "period_end", "cluster_name", "team_id", "team_name", "project_name", "job_ref",
     "user_name", "gpu_model", "mig_profile", *AMOUNTS, "currency", "at_default_rate", "corrects", "reason",
 )  # fmt: skip
-KIND_ORDER = {"usage": 0, "unallocated": 1, "shared": 2, "adjustment": 3}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +93,8 @@ def statement_charges(
     rows = month_rows(month, team_ids)
     if not adjustments:
         rows = rows.exclude(kind="adjustment")
-    rank = Case(*(When(kind=k, then=Value(v)) for k, v in KIND_ORDER.items()), output_field=IntegerField())
-    ordered = rows.annotate(rank=rank).order_by(
-        "rank", "period_start", "cluster_name", "job_ref", "gpu_model", "team_name", "id"
-    )
+    # usage, unallocated, shared, adjustment: the kinds in reverse alphabetical order, as the CSV lists them.
+    ordered = rows.order_by("-kind", "period_start", "id")
     for r in ordered.values_list(*LINE_FIELDS).iterator(chunk_size=5000):
         values = dict(zip(LINE_FIELDS, r, strict=True))
         yield Line(

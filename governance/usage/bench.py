@@ -314,9 +314,11 @@ def _declare_capacity(month: Month) -> None:
 
 def _reconcile(out: Out, month: Month, label: str = "") -> None:
     """The bench month adds up (team charges + unallocated = capacity x rate, to the cent), or the bench fails."""
+    from governance.costs.reprice import charges_reprice
     from governance.costs.selectors import reconcile
 
-    check = reconcile(month=month, now=month.end)
+    charges_reprice()  # what the analysis worker does after the batches: the marks left are priced here
+    check = reconcile(month=month)
     if not check.ok:
         raise RuntimeError(f"{month} does not reconcile: {check.problems}")
     total = to_cents(sum(c.charged for c in check.clusters))
@@ -410,7 +412,7 @@ def _chargeback(month: Month, now: datetime) -> Callable[[], object]:
 
     selector = selectors.chargeback_by_team
     accepted = inspect.signature(selector).parameters
-    kwargs = {k: v for k, v in {"month": month, "now": now}.items() if k in accepted}
+    kwargs = {k: v for k, v in {"month": month, "now": now}.items() if k in accepted}  # older selectors took now
     return lambda: list(selector(**kwargs))
 
 

@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from governance.fleet.models import Gpu
-from governance.lib.months import Month
+from governance.lib.metrics import metrics_sources
 from governance.usage.models import GpuHour, IngestBatch
 
 logger = logging.getLogger(__name__)
@@ -44,11 +44,6 @@ def queue_depths() -> dict[str, int]:
     finally:
         client.close()
 
-
-def team_costs(now) -> list[tuple[str, str, float]]:
-    from governance.costs.selectors import chargeback_by_team
-
-    return [(c.team, c.currency, float(c.cost)) for c in chargeback_by_team(month=Month.of(now), now=now)]
 
 
 class GovernanceCollector:
@@ -103,12 +98,8 @@ class GovernanceCollector:
             total.add_metric([], float(inserted))
             yield total
 
-        cost = GaugeMetricFamily(
-            "gg_team_cost_month", "Chargeback so far this month, per team.", labels=["team", "currency"]
-        )
-        for team, currency, amount in team_costs(now):
-            cost.add_metric([team, currency], amount)
-        yield cost
+        for source in metrics_sources():  # the gauges other apps own (costs: gg_team_cost_month)
+            yield from source()
 
 
 def _authorized(request: HttpRequest) -> bool:

@@ -91,26 +91,42 @@ ROWS = [
     Row("v1:month-close", "post", lambda w: f"{V1}/months/2026-09/close/", FINANCE),
     Row("v1:month-close", "post", lambda w: f"{V1}/months/2026-10/close/", {**FINANCE, "admin": 409, "finance": 409}),
     # Rate cards and declared capacity are the price list of shared infrastructure: all read, admins set.
-    Row("v1:rates", "get", lambda w: f"{V1}/rates/", everyone(200)),
+    Row("v1:rates-list", "get", lambda w: f"{V1}/rates/", everyone(200)),
     Row(
-        "v1:rates",
+        "v1:rates-list",
         "post",
         lambda w: f"{V1}/rates/",
         admins(201),
         {"gpu_model": "NVIDIA A100", "price_per_gpu_hour": "1.50", "valid_from": "2026-12-01T00:00:00Z"},
     ),
-    Row("v1:capacity", "get", lambda w: f"{V1}/capacity/", everyone(200)),
+    Row("v1:capacity-list", "get", lambda w: f"{V1}/capacity/", everyone(200)),
     Row(
-        "v1:capacity",
+        "v1:capacity-list",
         "post",
         lambda w: f"{V1}/capacity/",
         admins(201),
         {"cluster": "c1", "gpu_model": "NVIDIA A100", "count": 8, "valid_from": "2026-12-01T00:00:00Z"},
     ),
-    # Budgets: a lead sets their team's; finance and admins any team's.
-    Row("v1:budgets", "get", lambda w: f"{V1}/budgets/", everyone(200)),
+    # Unallocated policies are effective-dated terms like rates: all read, admins set (never into a closed month).
+    Row("v1:policies-list", "get", lambda w: f"{V1}/policies/", everyone(200)),
     Row(
-        "v1:budgets",
+        "v1:policies-list",
+        "post",
+        lambda w: f"{V1}/policies/",
+        admins(201),
+        {"cluster": "c1", "policy": "share", "valid_from": "2026-12-01T00:00:00Z"},
+    ),
+    Row(
+        "v1:policies-list",
+        "post",
+        lambda w: f"{V1}/policies/",
+        {**admins(400), "admin": 400},
+        {"cluster": "c1", "policy": "share", "valid_from": "2026-10-15T00:00:00Z"},
+    ),
+    # Budgets: a lead sets their team's; finance and admins any team's.
+    Row("v1:budgets-list", "get", lambda w: f"{V1}/budgets/", everyone(200)),
+    Row(
+        "v1:budgets-list",
         "post",
         lambda w: f"{V1}/budgets/",
         {**everyone(403), "admin": 201, "finance": 201, "nlp_lead": 201},
