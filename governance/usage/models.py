@@ -101,9 +101,10 @@ class Sample(models.Model):
     """One reading of one GPU at one time (append-only raw data, kept for the retention period).
 
     On PostgreSQL the table is partitioned by month on ts (migration 0003, governance/usage/partitions.py)
-    and carries no B-tree index and no primary key constraint (migration 0006): everything that reads
-    usage reads the hourly rollups, so an index here would only make every insert dearer. The ORM still
-    addresses rows by id, which the sequence keeps unique; a BRIN index on ts serves range deletes.
+    and carries no primary key constraint (migration 0006): everything that reads usage reads the hourly
+    rollups. The ORM still addresses rows by id, which the sequence keeps unique; a BRIN index on ts serves
+    range deletes. Its one B-tree index is the unique (gpu, ts) below, which the writer needs to store a
+    reading once.
     """
 
     ts = models.DateTimeField()
