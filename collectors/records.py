@@ -8,16 +8,51 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Collection
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
 
+# Every field is bounded by physics or by the column it lands in: nothing a collector sends can overflow a sum,
+# a partition name or a column later (DESIGN.md: no input can break billing). Each bound composes with
+# `X | None = None` for a value that may be unknown.
+MAX_NAME = 200  # the CharField columns that names land in
+MAX_CLUSTER_NAME = 64
+MAX_MIG_PROFILE = 32  # fleet.Gpu.mig_profile
+MAX_POWER_W = 10_000  # no GPU board draws 10 kW
+MAX_MEMORY_MIB = 4 * 1024 * 1024  # 4 TiB in MiB: several times the largest GPU memory
+MAX_BANDWIDTH_MIBPS = 16 * 1024 * 1024  # 16 TiB/s: above any PCIe or NVLink link
+MAX_GPU_INDEX = 1024
+MAX_NUMA_NODE = 1024
+# A job's CPU NUMA nodes are stored as the bits of a signed 64-bit mask (usage_sample.cpu_numa_mask).
+MAX_CPU_NUMA_NODE = 63
+MAX_JOB_GPUS = 100_000
+MAX_LABELS, MAX_LABEL_KEY, MAX_LABEL_VALUE = 64, 320, 1024
+
 Percent = Annotated[float, msgspec.Meta(ge=0, le=100)]
-NonNegative = Annotated[float, msgspec.Meta(ge=0)]
-NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+Watts = Annotated[float, msgspec.Meta(ge=0, lt=MAX_POWER_W)]
+MiB = Annotated[float, msgspec.Meta(ge=0, lt=MAX_MEMORY_MIB)]
+TotalMiB = Annotated[float, msgspec.Meta(gt=0, lt=MAX_MEMORY_MIB)]
+MiBps = Annotated[float, msgspec.Meta(ge=0, lt=MAX_BANDWIDTH_MIBPS)]
+GpuIndex = Annotated[int, msgspec.Meta(ge=0, lt=MAX_GPU_INDEX)]
+NumaNode = Annotated[int, msgspec.Meta(ge=0, lt=MAX_NUMA_NODE)]
+CpuNumaNode = Annotated[int, msgspec.Meta(ge=0, lt=MAX_CPU_NUMA_NODE)]
+CpuNumaNodes = Annotated[list[CpuNumaNode], msgspec.Meta(max_length=MAX_CPU_NUMA_NODE)]
+GpuCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_JOB_GPUS)]
+# Printable (no control character, no NUL) is checked after decoding, once per batch (see `_unprintable`): a
+# pattern here would run a regular expression per string and cost most of what decoding costs.
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NAME)]
+# Cluster names appear in URL paths (/cluster/<name>/) and partition-free SQL identifiers never: letters,
+# digits, dot, dash and underscore. Checked once per distinct name of a batch (see `_bad_clusters`).
+ClusterName = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CLUSTER_NAME)]
+MigProfile = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_MIG_PROFILE)]
+LabelKey = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_LABEL_KEY)]
+LabelValue = Annotated[str, msgspec.Meta(max_length=MAX_LABEL_VALUE)]
+Labels = Annotated[dict[LabelKey, LabelValue], msgspec.Meta(max_length=MAX_LABELS)]
 UtcTime = Annotated[datetime, msgspec.Meta(tz=True)]
+
+CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 JobState = Literal[
     "pending", "running", "completed", "failed", "cancelled", "timeout", "preempted", "node_fail", "out_of_memory"
@@ -29,18 +64,18 @@ TERMINAL_STATES = frozenset({"completed", "failed", "cancelled", "timeout", "pre
 # cycle; untracked by the garbage collector, the tens of thousands a batch decodes into cost less to create
 # and to free.
 class JobRecord(msgspec.Struct, tag_field="kind", tag="job", forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    cluster: Name
+    cluster: ClusterName
     job_id: Name
     user: Name
     project: Name
-    gpus: Annotated[int, msgspec.Meta(ge=0, le=100_000)]
+    gpus: GpuCount
     submit_time: UtcTime
     team: Name | None = None
     gpu_model: Name | None = None
     start_time: UtcTime | None = None
     end_time: UtcTime | None = None
     state: JobState = "running"
-    labels: dict[str, str] = {}
+    labels: Labels = {}
 
     def __post_init__(self) -> None:
         if self.start_time is not None and self.start_time < self.submit_time:
@@ -55,26 +90,26 @@ class JobRecord(msgspec.Struct, tag_field="kind", tag="job", forbid_unknown_fiel
 class SampleRecord(
     msgspec.Struct, tag_field="kind", tag="sample", forbid_unknown_fields=True, omit_defaults=True, gc=False
 ):
-    cluster: Name
+    cluster: ClusterName
     node: Name
     gpu_uuid: Name
-    gpu_index: NonNegativeInt
+    gpu_index: GpuIndex
     gpu_model: Name
     ts: UtcTime
     sm_util: Percent
-    mem_used_mib: NonNegative
-    mem_total_mib: Annotated[float, msgspec.Meta(gt=0)]
+    mem_used_mib: MiB
+    mem_total_mib: TotalMiB
     job_id: Name | None = None
-    power_w: NonNegative | None = None
-    gpu_numa_node: NonNegativeInt | None = None
-    job_cpu_numa_nodes: list[NonNegativeInt] | None = None
-    mig_profile: Name | None = None
+    power_w: Watts | None = None
+    gpu_numa_node: NumaNode | None = None
+    job_cpu_numa_nodes: CpuNumaNodes | None = None
+    mig_profile: MigProfile | None = None
     mem_util: Percent | None = None
     tensor_active: Percent | None = None
     dram_active: Percent | None = None
-    pcie_rx_mibps: NonNegative | None = None
-    pcie_tx_mibps: NonNegative | None = None
-    nvlink_mibps: NonNegative | None = None
+    pcie_rx_mibps: MiBps | None = None
+    pcie_tx_mibps: MiBps | None = None
+    nvlink_mibps: MiBps | None = None
     host_cpu_util: Percent | None = None
     io_wait: Percent | None = None
 
@@ -147,16 +182,77 @@ def _error(index: int | None, message: str) -> RecordError:
     return RecordError(index=index, field=field, reason=reason)
 
 
+NESTED_TOO_DEEPLY = "is nested too deeply"
+UNPRINTABLE = "holds a control or other unprintable character"
+CLUSTER_NAME_RULE = "must be 1-64 letters, digits, dots, dashes or underscores, starting with a letter or digit"
+CLUSTER_NOT_ALLOWED = "this token may not report cluster {cluster!r}"
+TOO_OLD = "is before {earliest:%Y-%m-%dT%H:%M:%SZ}, the oldest time accepted"
+TOO_NEW = "is after {latest:%Y-%m-%dT%H:%M:%SZ}, the latest time accepted"
+
+_JOB_STRINGS = ("cluster", "job_id", "user", "project", "team", "gpu_model")
+_SAMPLE_STRINGS = ("cluster", "node", "gpu_uuid", "gpu_model", "job_id", "mig_profile")
+_JOB_TIMES = ("submit_time", "start_time", "end_time")
+
+
+def _plain_ascii(body: bytes) -> bool:
+    """True when every string in the JSON `body` is printable ASCII: raw control characters are not valid JSON,
+    so only an escape (a backslash) or DEL could put one in a string. A scan in C, instead of a check per
+    string."""
+    return body.isascii() and b"\\" not in body and b"\x7f" not in body
+
+
+def _unprintable(record: Record) -> str | None:
+    """The first string field of `record` holding an unprintable character, if any."""
+    names = _SAMPLE_STRINGS if type(record) is SampleRecord else _JOB_STRINGS
+    for name in names:
+        value = getattr(record, name)
+        if value is not None and not value.isprintable():
+            return name
+    if type(record) is JobRecord and not all(k.isprintable() and v.isprintable() for k, v in record.labels.items()):
+        return "labels"
+    return None
+
+
+def _bad_clusters(records: list[Record]) -> set[str]:
+    return {c for c in {r.cluster for r in records} if not CLUSTER_NAME.fullmatch(c)}
+
+
+def _format_errors(batch: Batch, body: bytes) -> list[RecordError]:
+    """What the types cannot say: printable strings, cluster names fit for a URL path."""
+    errors: list[RecordError] = []
+    if not batch.collector.isprintable():
+        errors.append(RecordError(index=None, field="collector", reason=UNPRINTABLE))
+    bad = _bad_clusters(batch.records)
+    plain = _plain_ascii(body)
+    if bad or not plain:
+        for index, record in enumerate(batch.records):
+            if record.cluster in bad:
+                errors.append(RecordError(index=index, field="cluster", reason=CLUSTER_NAME_RULE))
+            elif not plain and (field := _unprintable(record)) is not None:
+                errors.append(RecordError(index=index, field=field, reason=UNPRINTABLE))
+            if len(errors) >= MAX_REPORTED_ERRORS:
+                break
+    return errors
+
+
 def decode_batch(body: bytes) -> Batch:
     """Decode and validate a batch in one pass; on failure, report every bad record (slow path only)."""
     try:
-        return _batch_decoder.decode(body)
+        batch = _batch_decoder.decode(body)
     except msgspec.DecodeError as exc:
         first = exc
+    except RecursionError:
+        raise BatchInvalid([RecordError(index=None, field=None, reason=NESTED_TOO_DEEPLY)]) from None
+    else:
+        if errors := _format_errors(batch, body):
+            raise BatchInvalid(errors)
+        return batch
     try:
         loose = _loose_decoder.decode(body)
     except msgspec.DecodeError as exc:
         raise BatchInvalid([_error(None, str(exc))]) from None
+    except RecursionError:
+        raise BatchInvalid([RecordError(index=None, field=None, reason=NESTED_TOO_DEEPLY)]) from None
     errors: list[RecordError] = []
     for index, raw in enumerate(loose.records):
         try:
@@ -165,13 +261,61 @@ def decode_batch(body: bytes) -> Batch:
             errors.append(_error(index, str(exc)))
             if len(errors) >= MAX_REPORTED_ERRORS:
                 break
+        except RecursionError:
+            errors.append(RecordError(index=index, field=None, reason=NESTED_TOO_DEEPLY))
     if not errors:  # the envelope itself broke a rule the loose decoder does not check
         errors.append(_error(None, str(first)))
     raise BatchInvalid(errors)
 
 
 def decode_record_line(line: bytes) -> Record:
-    return _record_decoder.decode(line)
+    """One record of a JSON Lines file; raises msgspec.ValidationError as `decode_batch` would refuse it."""
+    try:
+        record = _record_decoder.decode(line)
+    except RecursionError:
+        raise msgspec.ValidationError(NESTED_TOO_DEEPLY) from None
+    if _bad_clusters([record]):
+        raise msgspec.ValidationError(f"{CLUSTER_NAME_RULE} - at `$.cluster`")
+    if (field := _unprintable(record)) is not None:
+        raise msgspec.ValidationError(f"{UNPRINTABLE} - at `$.{field}`")
+    return record
+
+
+def records_check(
+    records: list[Record],
+    *,
+    samples_from: datetime,
+    jobs_from: datetime,
+    until: datetime,
+    clusters: Collection[str] | None = None,
+) -> None:
+    """Refuse, naming each record's index and field, times outside what the server accepts now (samples from
+    `samples_from`, job times from `jobs_from`, both until `until`) and clusters outside `clusters` (None: any).
+
+    These bounds depend on the moment and on who sends, so the server checks them right after decoding.
+    """
+    errors: list[RecordError] = []
+    for index, r in enumerate(records):
+        if clusters is not None and r.cluster not in clusters:
+            errors.append(
+                RecordError(index=index, field="cluster", reason=CLUSTER_NOT_ALLOWED.format(cluster=r.cluster))
+            )
+        if type(r) is SampleRecord:
+            if not samples_from <= r.ts <= until:
+                errors.append(RecordError(index=index, field="ts", reason=_out_of_window(r.ts, samples_from, until)))
+        else:
+            for name in _JOB_TIMES:
+                value = getattr(r, name)
+                if value is not None and not jobs_from <= value <= until:
+                    errors.append(RecordError(index=index, field=name, reason=_out_of_window(value, jobs_from, until)))
+        if len(errors) >= MAX_REPORTED_ERRORS:
+            break
+    if errors:
+        raise BatchInvalid(errors[:MAX_REPORTED_ERRORS])
+
+
+def _out_of_window(value: datetime, earliest: datetime, latest: datetime) -> str:
+    return TOO_OLD.format(earliest=earliest) if value < earliest else TOO_NEW.format(latest=latest)
 
 
 def encode(obj: object) -> bytes:

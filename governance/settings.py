@@ -167,6 +167,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "governance.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_VERSIONING_CLASS": "rest_framework.versioning.NamespaceVersioning",
     "DEFAULT_VERSION": "v1",
@@ -210,6 +215,14 @@ SPECTACULAR_SETTINGS = {
 # Largest ingest body accepted, after decompression.
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 32 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = INGEST_MAX_BODY_BYTES
+# Ingest accepts records dated from the retention horizon (SAMPLE_RETENTION_DAYS; when that is 0, this many days;
+# job times always this many days) until this many minutes ahead of the server's clock: a date far off would make
+# partition maintenance fail ("year 10000") or fold readings into hours nobody can bill.
+INGEST_MAX_AGE_DAYS = env_int("INGEST_MAX_AGE_DAYS", 400)
+INGEST_MAX_FUTURE_MINUTES = env_int("INGEST_MAX_FUTURE_MINUTES", 10)
+# A batch the worker fails to process this many times is dead: kept with its error, never swept again, shown to
+# admins, re-queued by an admin (Django admin action).
+INGEST_MAX_ATTEMPTS = env_int("INGEST_MAX_ATTEMPTS", 5)
 # A GPU averaging under this SM utilisation (percent) in a sample counts as idle.
 GOVERNANCE_IDLE_SM_PERCENT = env_float("GOVERNANCE_IDLE_SM_PERCENT", 1.0)
 GOVERNANCE_DEFAULT_CURRENCY = env_str("GOVERNANCE_DEFAULT_CURRENCY", "USD")

@@ -42,7 +42,7 @@ def cast(db):
 def ingest_token(cast):
     from governance.api.services import api_token_create
 
-    return api_token_create(user=cast.admin, name="collector", scope="ingest")[1]
+    return api_token_create(user=cast.admin, name="collector", scope="ingest", clusters=["c1", "c2", "east", "west"])[1]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import Any
 from django.test import TestCase
 
 from collectors.records import decode_batch
-from governance.usage.services import usage_batch_process, usage_batch_receive
+from governance.usage.services import batch_check, usage_batch_process, usage_batch_receive, usage_batch_store
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_MIB = 81559.0
@@ -86,13 +86,23 @@ def committed():
     return TestCase.captureOnCommitCallbacks(execute=True)
 
 
-def ingest(records: list[dict[str, Any]], batch_id: str | None = None) -> uuid.UUID:
-    """Through the real path: validate, store in the inbox, process (what the worker does), then price."""
+def ingest(records: list[dict[str, Any]], batch_id: str | None = None, *, via: str = "import") -> uuid.UUID:
+    """Through the real path: validate, store in the inbox, process (what the worker does), then price.
+
+    By default as an operator's import would (`manage.py import_usage`): a record naming an unknown team and
+    project creates them, which is how most tests set up their data. `via="api"`: as a collector's batch through
+    the ingest API, which never creates teams or projects (tests/security/test_ingest_edge.py).
+    """
     from governance.usage.models import IngestBatch
 
     body = batch_body(records, batch_id)
     with committed():
-        receipt = usage_batch_receive(body=body)
+        if via == "api":
+            receipt = usage_batch_receive(body=body)
+        else:
+            batch = decode_batch(body)
+            batch_check(batch=batch, clusters=None, backfill=True)
+            receipt = usage_batch_store(batch=batch, body=body, source=IngestBatch.Source.IMPORT)
         inbox = IngestBatch.objects.get(batch_id=receipt.batch_id)
         usage_batch_process(inbox_pk=inbox.pk)
     assert decode_batch(body).batch_id == receipt.batch_id

@@ -7,6 +7,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from collectors.records import CLUSTER_NAME, CLUSTER_NAME_RULE, MAX_CLUSTER_NAME
 from governance.api.filters import UtcIsoDateTimeFilter
 from governance.api.models import ApiToken, AuditEntry
 from governance.api.permissions import AdminOnly, HasReadScope, SessionOrAdminToken
@@ -22,13 +23,23 @@ from governance.api.services import (
 from governance.api.viewsets import ApiReadOnlyViewSet, VisibleQuerysetMixin
 from governance.org.models import User
 
+MAX_TOKEN_CLUSTERS = 1000
+
 
 class TokenSerializer(serializers.ModelSerializer):
     user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    clusters = serializers.ListField(
+        child=serializers.RegexField(
+            CLUSTER_NAME, max_length=MAX_CLUSTER_NAME, error_messages={"invalid": CLUSTER_NAME_RULE}
+        ),
+        max_length=MAX_TOKEN_CLUSTERS,
+        required=False,
+        help_text="Clusters an ingest token may report usage for; empty: none (an admin's admin token: any).",
+    )
 
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "scope", "prefix", "user", "created_at", "last_used_at", "revoked_at"]
+        fields = ["id", "name", "scope", "clusters", "prefix", "user", "created_at", "last_used_at", "revoked_at"]
         read_only_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
         validators: list = []  # the (user, name) pair is checked in validate_name, naming the field
 

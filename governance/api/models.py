@@ -34,6 +34,11 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    clusters = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Cluster names this token may report usage for. Empty: none (an admin's admin-scoped token: any).",
+    )
 
     objects = ApiTokenQuerySet.as_manager()
 
@@ -47,6 +52,12 @@ class ApiToken(models.Model):
     @staticmethod
     def generate() -> str:
         return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+    def ingest_clusters(self) -> frozenset[str] | None:
+        """The clusters this token may report; None when it may report any (a platform admin's admin token)."""
+        if self.scope == self.Scope.ADMIN and self.user.is_platform_admin:
+            return None
+        return frozenset(self.clusters)
 
     def revoke(self) -> None:
         self.revoked_at = timezone.now()

@@ -1,9 +1,11 @@
 import json
+from collections.abc import Iterable
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models, transaction
 from django.forms.models import model_to_dict
 
+from collectors.records import CLUSTER_NAME, CLUSTER_NAME_RULE
 from governance.api.models import ApiToken, AuditEntry, hash_token
 from governance.org.models import User
 
@@ -11,12 +13,18 @@ ADMIN_SCOPE_FOR_ADMINS = "Only platform admins may hold an admin-scoped token."
 NAME_TAKEN = "You already have a token with this name."
 
 
-def api_token_create(*, user: User, name: str, scope: str) -> tuple[ApiToken, str]:
-    """Create a token; the raw value is returned once and never stored."""
+def api_token_create(*, user: User, name: str, scope: str, clusters: Iterable[str] = ()) -> tuple[ApiToken, str]:
+    """Create a token, bound to the `clusters` it may report usage for; the raw value is returned once and
+    never stored."""
     if scope not in ApiToken.Scope.values:
         raise ValueError(f"scope {scope!r} is not one of {', '.join(ApiToken.Scope.values)}")
+    clusters = sorted(set(clusters))
+    if bad := [c for c in clusters if not CLUSTER_NAME.fullmatch(c)]:
+        raise ValueError(f"{bad[0]!r}: cluster names {CLUSTER_NAME_RULE}")
     raw = ApiToken.generate()
-    token = ApiToken.objects.create(user=user, name=name, scope=scope, prefix=raw[:10], key_hash=hash_token(raw))
+    token = ApiToken.objects.create(
+        user=user, name=name, scope=scope, prefix=raw[:10], key_hash=hash_token(raw), clusters=clusters
+    )
     return token, raw
 
 

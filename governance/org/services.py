@@ -7,11 +7,12 @@ from django.utils.text import slugify
 from governance.org.models import Project, ProjectMapping, Team
 
 
-def project_resolve(*, account: str, team: str | None, cluster: str) -> Project | None:
+def project_resolve(*, account: str, team: str | None, cluster: str, create: bool = False) -> Project | None:
     """The project a scheduler account names: an explicit mapping first, then a project of that slug.
 
-    A record that names its team as well as its project creates the pair when neither exists yet;
-    an account with no mapping and no team stays unattributed rather than guessed.
+    With `create` (an operator's `import_usage`, never the ingest API), a record that names its team as well
+    as its project creates the pair when neither exists yet. Otherwise, and for an account with no mapping
+    and no team, it stays unattributed rather than guessed.
     """
     mapping = (
         ProjectMapping.objects.filter(value=account)
@@ -24,7 +25,7 @@ def project_resolve(*, account: str, team: str | None, cluster: str) -> Project 
         return mapping.project
     slug = slugify(account)[:64]
     project = Project.objects.filter(slug=slug).first()
-    if project is not None or not team or not slug:
+    if project is not None or not create or not team or not slug:
         return project
     team_slug = slugify(team)[:64]
     if not team_slug:
@@ -37,7 +38,7 @@ def project_resolve(*, account: str, team: str | None, cluster: str) -> Project 
         return Project.objects.get(slug=slug)
 
 
-def project_ids_resolver() -> Callable[[str, str | None, str], int | None]:
+def project_ids_resolver(*, create: bool = False) -> Callable[[str, str | None, str], int | None]:
     """`project_resolve` as a project id (or None), remembered per (account, team, cluster): for one pass
     over many jobs, which name the same few accounts."""
     memo: dict[tuple[str, str | None, str], int | None] = {}
@@ -45,7 +46,7 @@ def project_ids_resolver() -> Callable[[str, str | None, str], int | None]:
     def resolve(account: str, team: str | None, cluster: str) -> int | None:
         key = (account, team, cluster)
         if key not in memo:
-            project = project_resolve(account=account, team=team, cluster=cluster)
+            project = project_resolve(account=account, team=team, cluster=cluster, create=create)
             memo[key] = project.pk if project else None
         return memo[key]
 

@@ -1,6 +1,7 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from governance.usage.models import IngestBatch, Job
+from governance.usage.services import inbox_requeue
 
 
 @admin.register(Job)
@@ -15,16 +16,43 @@ class JobAdmin(admin.ModelAdmin):
         return False
 
 
+class IngestBatchStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("pending", "Pending"), ("processed", "Processed"), ("dead", "Dead")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "pending":
+            return queryset.filter(processed_at__isnull=True, dead_at__isnull=True)
+        if self.value() == "processed":
+            return queryset.filter(processed_at__isnull=False)
+        if self.value() == "dead":
+            return queryset.filter(processed_at__isnull=True, dead_at__isnull=False)
+        return queryset
+
+
 @admin.register(IngestBatch)
 class IngestBatchAdmin(admin.ModelAdmin):
-    list_display = ("batch_id", "collector", "record_count", "received_at", "processed_at", "attempts")
-    list_filter = ("collector",)
+    list_display = ("batch_id", "collector", "source", "record_count", "received_at", "processed_at", "attempts",
+                    "dead_at")  # fmt: skip
+    list_filter = (IngestBatchStateFilter, "source", "collector")
     exclude = ("body",)
-    readonly_fields = ("batch_id", "collector", "body_sha256", "record_count", "received_at", "processed_at",
-                       "attempts", "last_error")  # fmt: skip
+    readonly_fields = ("batch_id", "collector", "source", "body_sha256", "record_count", "received_at",
+                       "processed_at", "attempts", "dead_at", "last_error")  # fmt: skip
+    actions = ["requeue"]
 
     def has_add_permission(self, request) -> bool:
         return False
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+    def has_requeue_permission(self, request) -> bool:
+        return bool(request.user.is_active and request.user.is_platform_admin)
+
+    @admin.action(description="Re-queue the selected dead batches", permissions=["requeue"])
+    def requeue(self, request, queryset) -> None:
+        count = inbox_requeue(pks=queryset.values_list("pk", flat=True))
+        self.message_user(request, f"{count} dead batch(es) re-queued.", messages.SUCCESS)

@@ -5,7 +5,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import QuerySet
-from django.urls import re_path
+from django.urls import path, re_path
 from django.utils import timezone
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -19,11 +19,18 @@ from collectors.records import BatchInvalid
 from governance.api.auth import HasIngestScope, HasReadScope
 from governance.api.errors import error_response
 from governance.api.filters import UtcIsoDateTimeFilter
+from governance.api.permissions import AdminOnly
 from governance.api.viewsets import ApiReadOnlyViewSet, VisibleQuerysetMixin
 from governance.fleet.models import Cluster
 from governance.org.models import User
-from governance.usage.models import Job
-from governance.usage.selectors import RESOLUTIONS, cluster_utilisation_series, job_usage_series, jobs_visible
+from governance.usage.models import IngestBatch, Job
+from governance.usage.selectors import (
+    RESOLUTIONS,
+    cluster_utilisation_series,
+    inbox_dead,
+    job_usage_series,
+    jobs_visible,
+)
 from governance.usage.services import BatchConflict, usage_batch_receive
 
 BODY_TOO_LARGE = "The batch is larger than {limit} bytes after decompression; send smaller batches."
@@ -61,7 +68,10 @@ def _read_body(request: Request) -> bytes:
 
 
 class IngestView(APIView):
-    """Accept a batch of job and sample records; 202 means it is stored and will be processed."""
+    """Accept a batch of job and sample records; 202 means it is stored and will be processed.
+
+    Every record must name a cluster the token is bound to (a platform admin's admin token: any).
+    """
 
     permission_classes = [HasIngestScope]
     parser_classes = [RawBodyParser]
@@ -78,7 +88,7 @@ class IngestView(APIView):
     )
     def post(self, request: Request) -> Response:
         try:
-            receipt = usage_batch_receive(body=_read_body(request))
+            receipt = usage_batch_receive(body=_read_body(request), clusters=request.auth.ingest_clusters())
         except BodyTooLarge as exc:
             return error_response(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "too_large", str(exc))
         except gzip.BadGzipFile as exc:
@@ -93,6 +103,25 @@ class IngestView(APIView):
             {"batch_id": str(receipt.batch_id), "records": receipt.records, "duplicate": receipt.duplicate},
             status=status.HTTP_202_ACCEPTED,
         )
+
+
+class DeadBatchSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = IngestBatch
+        fields = ["id", "batch_id", "collector", "source", "record_count", "received_at", "attempts", "dead_at",
+                  "last_error"]  # fmt: skip
+
+
+class DeadBatchListView(generics.ListAPIView):
+    """Batches the worker gave up on after INGEST_MAX_ATTEMPTS, with their last error; admins only.
+    Re-queue them from the Django admin (action "Re-queue") once the cause is fixed."""
+
+    serializer_class = DeadBatchSerializer
+    permission_classes = [HasReadScope, AdminOnly]
+    filter_backends: list = []
+
+    def get_queryset(self) -> QuerySet[IngestBatch]:
+        return inbox_dead().defer("body")
 
 
 # --- Jobs and utilisation (read from the hourly rollups) -------------------------------------------
@@ -229,6 +258,7 @@ ROUTES = [
     ("jobs", JobViewSet, "job"),
 ]
 URLS = [
+    path("ingest/dead/", DeadBatchListView.as_view(), name="ingest-dead"),
     # Any id reaches the view, so an unknown one is a 404 in the API's error shape, not Django's HTML page.
     re_path(r"^clusters/(?P<pk>-?\d+)/utilisation/$", ClusterUtilisationView.as_view(), name="cluster-utilisation"),
 ]

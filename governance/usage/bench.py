@@ -105,7 +105,7 @@ def _setup() -> str:
     RateCard.objects.create(
         gpu_model=GPU_MODEL, price_per_gpu_hour=Decimal("2.50"), valid_from=datetime(2020, 1, 1, tzinfo=UTC)
     )
-    return api_token_create(user=user, name="bench", scope="ingest")[1]
+    return api_token_create(user=user, name="bench", scope="ingest", clusters=["bench", "bench-small"])[1]
 
 
 def _sample_rows(start: datetime, end: datetime) -> list[tuple]:

@@ -58,8 +58,18 @@ class IngestBatch(models.Model):
         JSON = "json", "JSON, exactly as received and validated"
         PREPARED = "prepared", "Prepared: header and binary COPY rows (governance/usage/prepared.py)"
 
+    class Source(models.TextChoices):
+        API = "api", "The ingest API (a collector's token)"
+        IMPORT = "import", "manage.py import_usage (an operator)"
+
     batch_id = models.UUIDField(unique=True)
     collector = models.CharField(max_length=200)
+    source = models.CharField(
+        max_length=8,
+        choices=Source.choices,
+        default=Source.API,
+        help_text="Only an operator's import may create the teams and projects its records name.",
+    )
     format = models.CharField(max_length=16, choices=Format.choices, default=Format.JSON)
     body = models.BinaryField(help_text="The batch, in the form `format` names.")
     body_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the JSON as received.")
@@ -68,13 +78,19 @@ class IngestBatch(models.Model):
     processed_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
+    dead_at = models.DateTimeField(
+        null=True, blank=True, help_text="Set after INGEST_MAX_ATTEMPTS failures: never swept again until re-queued."
+    )
 
     class Meta:
         ordering = ["received_at"]
         indexes = [
             models.Index(
-                fields=["received_at"], condition=Q(processed_at__isnull=True), name="ingestbatch_unprocessed_idx"
+                fields=["received_at"],
+                condition=Q(processed_at__isnull=True, dead_at__isnull=True),
+                name="ingestbatch_pending_idx",
             ),
+            models.Index(fields=["dead_at"], condition=Q(dead_at__isnull=False), name="ingestbatch_dead_idx"),
         ]
 
     def __str__(self) -> str:
@@ -85,9 +101,10 @@ class Sample(models.Model):
     """One reading of one GPU at one time (append-only raw data, kept for the retention period).
 
     On PostgreSQL the table is partitioned by month on ts (migration 0003, governance/usage/partitions.py)
-    and carries no B-tree index and no primary key constraint (migration 0006): everything that reads
-    usage reads the hourly rollups, so an index here would only make every insert dearer. The ORM still
-    addresses rows by id, which the sequence keeps unique; a BRIN index on ts serves range deletes.
+    and carries no primary key constraint (migration 0006): everything that reads usage reads the hourly
+    rollups. The ORM still addresses rows by id, which the sequence keeps unique; a BRIN index on ts serves
+    range deletes. Its one B-tree index is the unique (gpu, ts) below, which the writer needs to store a
+    reading once.
     """
 
     ts = models.DateTimeField()
@@ -111,6 +128,13 @@ class Sample(models.Model):
     nvlink_mibps = models.FloatField(null=True)
     host_cpu_util = models.FloatField(null=True)
     io_wait = models.FloatField(null=True)
+
+    class Meta:
+        # A GPU's reading at one moment is stored once, whatever batch brought it (a collector replaying its
+        # spool under new batch ids). The one B-tree index the table keeps: the writer inserts with
+        # ON CONFLICT DO NOTHING and folds only the rows it wrote into the rollups. It holds ts, the partition
+        # key, so PostgreSQL keeps it per monthly partition.
+        constraints = [models.UniqueConstraint(fields=["gpu", "ts"], name="sample_unique_gpu_ts")]
 
     def __str__(self) -> str:
         return f"GPU {self.gpu_id} at {self.ts:%Y-%m-%d %H:%M:%S}: {self.sm_util}% SM"

@@ -10,7 +10,7 @@ from django.db.models.functions import Trunc
 
 from governance.org.models import User
 from governance.org.selectors import job_visibility_filter
-from governance.usage.models import GpuHour, Job, JobGpuHour
+from governance.usage.models import GpuHour, IngestBatch, Job, JobGpuHour
 
 RESOLUTIONS = ("hour", "day")
 
@@ -98,3 +98,8 @@ def cluster_utilisation_series(
         )
         for r in rows
     ]
+
+
+def inbox_dead() -> QuerySet[IngestBatch]:
+    """Inbox batches set aside as dead, the latest first."""
+    return IngestBatch.objects.filter(dead_at__isnull=False, processed_at__isnull=True).order_by("-dead_at", "-id")

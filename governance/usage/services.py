@@ -6,15 +6,16 @@ import hashlib
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db.models import Case, F, When
 from django.utils import timezone
 
-from collectors.records import Batch, decode_batch, encode
+from collectors.records import Batch, decode_batch, encode, records_check
 from governance.lib.enqueue import enqueue_on_commit
 from governance.org.services import project_ids_resolver
 from governance.usage import prepared, writer
@@ -46,13 +47,59 @@ class ProcessResult:
     samples: int
 
 
-def usage_batch_receive(*, body: bytes) -> Receipt:
-    """Validate a JSON batch and store it in the inbox; raises BatchInvalid or BatchConflict."""
+@dataclass(frozen=True)
+class IngestWindow:
+    """The times ingest accepts now: samples from `samples_from`, job times from `jobs_from`, both until `until`."""
+
+    samples_from: datetime
+    jobs_from: datetime
+    until: datetime
+
+
+# An operator's import may backfill history older than the API accepts (late samples older than retention still
+# count in the rollups), but nothing from before GPUs reported usage, and nothing from the future either.
+BACKFILL_FLOOR = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def ingest_window(*, now: datetime | None = None, backfill: bool = False) -> IngestWindow:
+    """From the retention horizon (or INGEST_MAX_AGE_DAYS when samples are kept forever; job times always that)
+    to INGEST_MAX_FUTURE_MINUTES ahead of now. `backfill` (an operator's import): from BACKFILL_FLOOR."""
+    now = now or timezone.now()
+    until = now + timedelta(minutes=settings.INGEST_MAX_FUTURE_MINUTES)
+    if backfill:
+        return IngestWindow(samples_from=BACKFILL_FLOOR, jobs_from=BACKFILL_FLOOR, until=until)
+    oldest = now - timedelta(days=settings.INGEST_MAX_AGE_DAYS)
+    retention = settings.SAMPLE_RETENTION_DAYS
+    return IngestWindow(
+        samples_from=now - timedelta(days=retention) if retention > 0 else oldest, jobs_from=oldest, until=until
+    )
+
+
+def batch_check(
+    *, batch: Batch, clusters: Collection[str] | None, backfill: bool = False, now: datetime | None = None
+) -> None:
+    """Refuse (BatchInvalid, naming each record) records dated outside the ingest window or naming a cluster
+    outside `clusters` (None: any)."""
+    window = ingest_window(now=now, backfill=backfill)
+    records_check(
+        batch.records,
+        samples_from=window.samples_from,
+        jobs_from=window.jobs_from,
+        until=window.until,
+        clusters=clusters,
+    )
+
+
+def usage_batch_receive(*, body: bytes, clusters: Collection[str] | None = None) -> Receipt:
+    """Validate a JSON batch sent through the API by a token that may report `clusters` (None: any) and store
+    it in the inbox; raises BatchInvalid or BatchConflict. Its records never create teams or projects."""
     with writer.gc_paused():
-        return usage_batch_store(batch=decode_batch(body), body=body)
+        batch = decode_batch(body)
+        batch_check(batch=batch, clusters=clusters)
+        return usage_batch_store(batch=batch, body=body, source=IngestBatch.Source.API)
 
 
-def usage_batch_store(*, batch: Batch, body: bytes) -> Receipt:
+def usage_batch_store(*, batch: Batch, body: bytes, source: str) -> Receipt:
     """Store an already validated batch; once this returns, the batch is durable and will be processed.
 
     PostgreSQL stores the batch prepared (parsed here, once, and never again); SQLite stores the JSON.
@@ -67,6 +114,7 @@ def usage_batch_store(*, batch: Batch, body: bytes) -> Receipt:
             inbox_pk = writer.inbox_insert(
                 batch_id=batch.batch_id,
                 collector=batch.collector,
+                source=source,
                 format=form,
                 body=stored,
                 body_sha256=digest,
@@ -93,30 +141,64 @@ def _enqueue(inbox_pk: int) -> None:
 
 
 def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
-    """Turn one inbox batch into jobs, samples and rollups, exactly once; None if already done or taken."""
+    """Turn one inbox batch into jobs, samples and rollups, exactly once; None if already done, dead or taken.
+
+    A failure rolls the batch back and counts an attempt; after INGEST_MAX_ATTEMPTS the batch is dead.
+    """
     try:
         with transaction.atomic():
             claimed = writer.inbox_claim(inbox_pk)
             if claimed is None:
                 return None
-            form, body = claimed
+            form, body, source = claimed
+            create = source == IngestBatch.Source.IMPORT
             with writer.gc_paused():
                 if form == IngestBatch.Format.PREPARED:
-                    result = usage_prepared_write(batch=prepared.decode(body))
+                    result = usage_prepared_write(batch=prepared.decode(body), create_projects=create)
                 else:  # SQLite, or a batch stored before prepared batches existed
-                    result = usage_records_write(batch=decode_batch(body))
+                    result = usage_records_write(batch=decode_batch(body), create_projects=create)
     except Exception as exc:
-        IngestBatch.objects.filter(pk=inbox_pk).update(attempts=F("attempts") + 1, last_error=repr(exc))
+        inbox_failure_record(inbox_pk=inbox_pk, error=exc)
         raise
     return result
 
 
-def usage_records_write(*, batch: Batch) -> ProcessResult:
+def inbox_failure_record(*, inbox_pk: int, error: BaseException) -> None:
+    """Count a failed attempt (the claim's own count went with the rollback), and set the batch aside as dead
+    once it has failed INGEST_MAX_ATTEMPTS times. Runs after the rollback, in its own transaction."""
+    if connection.in_atomic_block and connection.needs_rollback:
+        return  # inside a broken outer transaction (a test, an import): nothing can be written now
+    now = timezone.now()
+    try:
+        IngestBatch.objects.filter(pk=inbox_pk, processed_at__isnull=True).update(
+            attempts=F("attempts") + 1,
+            last_error=repr(error)[:10_000],
+            dead_at=Case(When(attempts__gte=settings.INGEST_MAX_ATTEMPTS - 1, then=now), default=None),
+        )
+    except Exception:  # the database itself is gone: the sweep will bring the batch back
+        logger.warning("could not record the failure of ingest batch %s", inbox_pk, exc_info=True)
+
+
+def inbox_requeue(*, pks: Iterable[int]) -> int:
+    """Give dead batches a new life: attempts start again and they are enqueued once this commits."""
+    with transaction.atomic():
+        revived = list(
+            IngestBatch.objects.filter(pk__in=list(pks), dead_at__isnull=False, processed_at__isnull=True)
+            .select_for_update()
+            .values_list("pk", flat=True)
+        )
+        IngestBatch.objects.filter(pk__in=revived).update(dead_at=None, attempts=0, last_error="")
+        for pk in revived:
+            transaction.on_commit(lambda pk=pk: _enqueue(pk))
+    return len(revived)
+
+
+def usage_records_write(*, batch: Batch, create_projects: bool = False) -> ProcessResult:
     """Write a decoded batch now, in the current transaction (no inbox)."""
-    return usage_prepared_write(batch=prepared.prepare(batch))
+    return usage_prepared_write(batch=prepared.prepare(batch), create_projects=create_projects)
 
 
-def usage_prepared_write(*, batch: Prepared) -> ProcessResult:
+def usage_prepared_write(*, batch: Prepared, create_projects: bool = False) -> ProcessResult:
     """Write a prepared batch in the current transaction: jobs, GPUs, samples and rollups.
 
     The bulk of the work (samples in, aggregated per hour) takes no row lock, so workers writing batches of
@@ -134,7 +216,7 @@ def usage_prepared_write(*, batch: Prepared) -> ProcessResult:
         models = {pk: model for pk, (_, _, model) in zip(job_ids, header.job_keys, strict=True)}
         gpu_ids = writer.gpu_ids_ensure(header.gpus, cluster_ids)
         writer.samples_write(batch.rows, gpu_ids, job_ids)
-    writer.jobs_apply(header.jobs, models, cluster_ids)
+    writer.jobs_apply(header.jobs, models, cluster_ids, create_projects=create_projects)
     if header.samples:
         writer.fleet_touch(header.gpus, cluster_ids)
         writer.rollups_fold()
@@ -185,10 +267,11 @@ def jobs_remap_on_commit(*, accounts: Iterable[str]) -> None:
 
 
 def inbox_sweep(*, older_than: timedelta = timedelta(minutes=2), limit: int = 1000) -> int:
-    """Enqueue inbox batches that were stored but never processed (the broker was down); returns how many."""
+    """Enqueue inbox batches that were stored but never processed (the broker was down, or an attempt failed);
+    dead batches wait for an admin. Returns how many."""
     cutoff = timezone.now() - older_than
     pks = list(
-        IngestBatch.objects.filter(processed_at__isnull=True, received_at__lt=cutoff)
+        IngestBatch.objects.filter(processed_at__isnull=True, dead_at__isnull=True, received_at__lt=cutoff)
         .order_by("received_at")
         .values_list("pk", flat=True)[:limit]
     )
@@ -203,5 +286,8 @@ def import_batch_id(source_digest: str, chunk: int) -> uuid.UUID:
 
 
 def usage_records_import(*, records: list, source_digest: str, chunk: int, collector: str = "import") -> Receipt:
+    """An operator's import (`manage.py import_usage`): any cluster, and unknown teams and projects the records
+    name are created. History may be backfilled (`ingest_window`); raises BatchInvalid."""
     batch = Batch(batch_id=import_batch_id(source_digest, chunk), collector=collector, records=records)
-    return usage_batch_store(batch=batch, body=encode(batch))
+    batch_check(batch=batch, clusters=None, backfill=True)
+    return usage_batch_store(batch=batch, body=encode(batch), source=IngestBatch.Source.IMPORT)

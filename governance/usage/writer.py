@@ -35,20 +35,28 @@ STAGE = "usage_sample_stage"
 # as hex (twice its size, parsed again by the server). A plain psycopg cursor on the same connection and
 # transaction sends and reads it as binary: an inbox write then costs what its bytes cost.
 INBOX_INSERT = """
-INSERT INTO usage_ingestbatch (batch_id, collector, format, body, body_sha256, record_count, received_at, attempts,
-    last_error)
-VALUES (%s, %s, %s, %s, %s, %s, %s, 0, '') RETURNING id
+INSERT INTO usage_ingestbatch (batch_id, collector, source, format, body, body_sha256, record_count, received_at,
+    attempts, last_error)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 0, '') RETURNING id
 """
 
 
 def inbox_insert(
-    *, batch_id: uuid.UUID, collector: str, format: str, body: bytes, body_sha256: str, record_count: int
+    *,
+    batch_id: uuid.UUID,
+    collector: str,
+    source: str,
+    format: str,
+    body: bytes,
+    body_sha256: str,
+    record_count: int,
 ) -> int:
     """Store a batch in the inbox within the current transaction; raises IntegrityError on a known batch id."""
     if connection.vendor != "postgresql":
         return IngestBatch.objects.create(
             batch_id=batch_id,
             collector=collector,
+            source=source,
             format=format,
             body=body,
             body_sha256=body_sha256,
@@ -57,24 +65,29 @@ def inbox_insert(
     connection.ensure_connection()
     try:
         with psycopg.Cursor(connection.connection) as cursor:
-            cursor.execute(INBOX_INSERT, [batch_id, collector, format, body, body_sha256, record_count, timezone.now()])
+            cursor.execute(
+                INBOX_INSERT, [batch_id, collector, source, format, body, body_sha256, record_count, timezone.now()]
+            )
             return cursor.fetchone()[0]
     except psycopg.IntegrityError as exc:
         raise IntegrityError(str(exc)) from exc
 
 
-# Claims an unprocessed batch (skipping one another worker holds), marks it processed and returns its body,
+# Claims an unprocessed, live batch (skipping one another worker holds), marks it processed and returns its body,
 # in one round trip; a rollback of the processing transaction undoes the mark.
 INBOX_CLAIM = """
 UPDATE usage_ingestbatch SET processed_at = %s, attempts = attempts + 1, last_error = ''
-WHERE id = (SELECT id FROM usage_ingestbatch WHERE id = %s AND processed_at IS NULL FOR UPDATE SKIP LOCKED)
-RETURNING format, body
+WHERE id = (
+    SELECT id FROM usage_ingestbatch WHERE id = %s AND processed_at IS NULL AND dead_at IS NULL
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING format, body, source
 """
 
 
-def inbox_claim(inbox_pk: int) -> tuple[str, bytes] | None:
-    """(format, body) of an unprocessed inbox batch, now marked processed in the current transaction; None when
-    it is processed already or another worker holds it.
+def inbox_claim(inbox_pk: int) -> tuple[str, bytes, str] | None:
+    """(format, body, source) of an unprocessed inbox batch, now marked processed in the current transaction;
+    None when it is processed already, dead, or another worker holds it.
 
     On PostgreSQL the transaction will also commit without waiting for its WAL flush: safe for processing a
     batch, never for storing one. If the server crashes before the flush, the samples, rollups and the mark
@@ -83,14 +96,18 @@ def inbox_claim(inbox_pk: int) -> tuple[str, bytes] | None:
     if not connection.in_atomic_block:
         raise RuntimeError("inbox_claim must run inside the transaction that processes the batch")
     if connection.vendor != "postgresql":
-        inbox = IngestBatch.objects.select_for_update().filter(pk=inbox_pk, processed_at__isnull=True).first()
+        inbox = (
+            IngestBatch.objects.select_for_update()
+            .filter(pk=inbox_pk, processed_at__isnull=True, dead_at__isnull=True)
+            .first()
+        )
         if inbox is None:
             return None
         inbox.processed_at = timezone.now()
         inbox.attempts += 1
         inbox.last_error = ""
         inbox.save(update_fields=["processed_at", "attempts", "last_error"])
-        return inbox.format, bytes(inbox.body)
+        return inbox.format, bytes(inbox.body), inbox.source
     # Both statements in one round trip (pipeline mode); binary: the body comes back as its bytes.
     with connection.connection.pipeline(), psycopg.Cursor(connection.connection) as cursor:
         cursor.execute("SET LOCAL synchronous_commit TO OFF")
@@ -336,9 +353,12 @@ def job_ids_ensure(keys: Iterable[tuple[int, str]]) -> dict[tuple[int, str], int
     return _ids_ensure(Job, "external_id", keys) if keys else {}
 
 
-def jobs_apply(records: Sequence[JobRecord], models: dict[int, str], cluster_ids: dict[str, int]) -> None:
+def jobs_apply(
+    records: Sequence[JobRecord], models: dict[int, str], cluster_ids: dict[str, int], *, create_projects: bool
+) -> None:
     """Merge job records into their jobs (later facts win; an end time is never erased), and give a job
-    that has no GPU model yet the one its samples ran on (`models`: job id -> model)."""
+    that has no GPU model yet the one its samples ran on (`models`: job id -> model). `create_projects`: a
+    record naming an unknown team and project creates them (an operator's import, never the API)."""
     keys = {(cluster_ids[r.cluster], r.job_id) for r in records}
     unnamed = _unnamed_jobs(models) if models else set()
     if not keys and not unnamed:
@@ -348,7 +368,7 @@ def jobs_apply(records: Sequence[JobRecord], models: dict[int, str], cluster_ids
     locked = Job.objects.select_for_update(no_key=True).filter(pk__in={*ids.values(), *unnamed}).order_by("pk")
     jobs = {job.pk: job for job in locked}
     before = {pk: _job_values(job) for pk, job in jobs.items()}
-    project_id = project_ids_resolver()
+    project_id = project_ids_resolver(create=create_projects)
     for rec in records:
         job = jobs[ids[(cluster_ids[rec.cluster], rec.job_id)]]
         _merge_job(job, rec, project_id(rec.project, rec.team, rec.cluster))
@@ -426,7 +446,8 @@ def _sql(template: str) -> str:
 _POSTGRES = {
     "hour": "date_trunc('hour', ts)",
     "greatest": "GREATEST",
-    "mismatch": "(cpu_numa_mask & (1::int8 << gpu_numa_node)) = 0",
+    # A GPU on a node past the mask's 63 bits tests the sign bit, which no job's CPU node sets.
+    "mismatch": "(cpu_numa_mask & (1::int8 << least(gpu_numa_node, 63))) = 0",
     "gpu": "(%(gpu_ids)s::int8[])[gpu_ix]",
     "job": "(%(job_ids)s::int8[])[job_ix]",
     "gpu_key": "gpu_ix",
@@ -435,7 +456,7 @@ _POSTGRES = {
 _SQLITE = {
     "hour": "strftime('%%Y-%%m-%%d %%H:00:00', ts)",
     "greatest": "max",
-    "mismatch": "(cpu_numa_mask & (1 << gpu_numa_node)) = 0",
+    "mismatch": "(cpu_numa_mask & (1 << min(gpu_numa_node, 63))) = 0",
     "gpu": "gpu_id",
     "job": "job_id",
     "gpu_key": "gpu_id",
@@ -504,15 +525,46 @@ ON CONFLICT (gpu_id, hour) DO UPDATE SET
 """
 
 
+# The columns the hour aggregate reads from the rows an insert wrote.
+AGGREGATED_COLUMNS = (
+    "ts", "gpu_id", "job_id", "sm_util", "mem_used_mib", "mem_total_mib", "power_w", "gpu_numa_node", "cpu_numa_mask",
+    "io_wait", "host_cpu_util", "tensor_active",
+)  # fmt: skip
+
+# PostgreSQL: a reading already stored (same GPU and time, from any batch, or twice in this one) is skipped by
+# the unique index, and only the rows the insert wrote are aggregated, so a replay counts once in the rollups
+# too. Concurrent workers writing the same reading wait on the index entry, then skip it. The insert maps header
+# positions to ids; the aggregate reads the ids the insert returned.
+_WRITTEN = {"stage": "written", "gpu": "gpu_id", "job": "job_id", "gpu_key": "gpu_id", "job_key": "job_id"}
+WRITE_SAMPLES_POSTGRES = f"""
+WITH written AS (
+    {INSERT_SAMPLES.format(**_POSTGRES, stage=STAGE)}
+    ON CONFLICT (gpu_id, ts) DO NOTHING
+    RETURNING {", ".join(AGGREGATED_COLUMNS)}
+)
+{AGGREGATE_HOURS.format(**{**_POSTGRES, **_WRITTEN})}
+"""
+
+# SQLite (one writer at a time): the staged readings already stored, or staged twice, leave the stage first.
+UNSTAGE_STORED_SQLITE = (
+    "DELETE FROM {stage} WHERE rowid NOT IN (SELECT min(rowid) FROM {stage} GROUP BY gpu_id, ts)",
+    "DELETE FROM {stage} WHERE EXISTS"
+    " (SELECT 1 FROM usage_sample s WHERE s.gpu_id = {stage}.gpu_id AND s.ts = {stage}.ts)",
+)
+
+
 def samples_write(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: list[int]) -> None:
-    """Append staging rows to the samples and aggregate them per job, GPU and hour, set-based (no locks)."""
+    """Append staging rows to the samples, skipping readings stored before, and aggregate those written per job,
+    GPU and hour, set-based (no row locks)."""
     if not connection.in_atomic_block:
         raise RuntimeError("samples_write must run inside a transaction (the staging table is per transaction)")
     _stage(rows, gpu_ids, job_ids)
     params: dict[str, object] = {"idle": settings.GOVERNANCE_IDLE_SM_PERCENT}
     if connection.vendor == "postgresql":
         params.update(gpu_ids=gpu_ids, job_ids=job_ids)
-    _execute_in_turn([_sql(INSERT_SAMPLES), _sql(AGGREGATE_HOURS)], params)
+        _execute_in_turn([WRITE_SAMPLES_POSTGRES], params)
+        return
+    _execute_in_turn([_sql(s) for s in (*UNSTAGE_STORED_SQLITE, INSERT_SAMPLES, AGGREGATE_HOURS)], params)
 
 
 # The days the batch touched, for the pricing worker: each job's day, and each cluster's day (no job) for the

@@ -54,3 +54,19 @@ def test_records_encoded_by_the_collector_import_unchanged(tmp_path, django_capt
         call_command("import_usage", str(tmp_path / "one.jsonl"))
 
     assert Sample.objects.get().sm_util == 87.5
+
+
+def test_a_record_dated_in_the_future_is_refused_by_line_and_nothing_is_imported(tmp_path):
+    file = _write(tmp_path / "usage.jsonl", [job_record(), sample_record(ts="9999-12-31T00:00:00Z")])
+
+    with pytest.raises(CommandError, match="line 2: ts: is after"):
+        call_command("import_usage", file)
+
+    assert IngestBatch.objects.count() == 0
+
+
+def test_a_cluster_name_unfit_for_a_url_is_refused_by_line(tmp_path):
+    file = _write(tmp_path / "usage.jsonl", [job_record(cluster="a/b")])
+
+    with pytest.raises(CommandError, match=r"line 1: .*letters, digits"):
+        call_command("import_usage", file)

@@ -26,15 +26,16 @@ def rows_in(table: str) -> int:
 
 
 @postgres_only
-def test_the_sample_table_is_partitioned_by_month_with_only_a_brin_index_on_ts():
+def test_the_sample_table_is_partitioned_by_month_with_a_brin_index_on_ts_and_one_unique_gpu_ts_index():
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT am.amname, pg_get_indexdef(i.indexrelid) FROM pg_index i"
             " JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam"
-            " WHERE i.indrelid = 'usage_sample'::regclass"
+            " WHERE i.indrelid = 'usage_sample'::regclass ORDER BY am.amname"
         )
         indexes = cursor.fetchall()
-    assert [am for am, _ in indexes] == ["brin"] and "(ts)" in indexes[0][1]
+    assert [am for am, _ in indexes] == ["brin", "btree"]
+    assert "(ts)" in indexes[0][1] and "UNIQUE" in indexes[1][1] and "(gpu_id, ts)" in indexes[1][1]
     assert partitions.is_partitioned()
 
 

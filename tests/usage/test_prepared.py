@@ -86,7 +86,8 @@ def _store_as_json(body: bytes) -> int:
     batch = decode_batch(body)
     with transaction.atomic():
         return writer.inbox_insert(
-            batch_id=batch.batch_id, collector=batch.collector, format=IngestBatch.Format.JSON, body=body,
+            batch_id=batch.batch_id, collector=batch.collector, source=IngestBatch.Source.IMPORT,
+            format=IngestBatch.Format.JSON, body=body,
             body_sha256=hashlib.sha256(body).hexdigest(), record_count=len(batch.records),
         )  # fmt: skip
 

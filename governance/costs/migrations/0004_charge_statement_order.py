@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
         ('costs', '0003_charge_ledger'),
         ('fleet', '0001_initial'),
         ('org', '0001_initial'),
-        ('usage', '0008_pricingmark'),
+        ('usage', '0010_pricingmark'),
     ]
 
     operations = [

@@ -12,12 +12,22 @@ class Command(BaseCommand):
         parser.add_argument("username")
         parser.add_argument("--scope", required=True, choices=ApiToken.Scope.values)
         parser.add_argument("--name", required=True)
+        parser.add_argument(
+            "--cluster",
+            action="append",
+            default=[],
+            dest="clusters",
+            help="a cluster the token may report (repeat for several); an ingest token without one reports none",
+        )
 
-    def handle(self, *args, username: str, scope: str, name: str, **options):
+    def handle(self, *args, username: str, scope: str, name: str, clusters: list[str], **options):
         user = User.objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"no user named {username!r}")
         if ApiToken.objects.filter(user=user, name=name).exists():
             raise CommandError(f"{username} already has a token named {name!r}")
-        _, raw = api_token_create(user=user, name=name, scope=scope)
+        try:
+            _, raw = api_token_create(user=user, name=name, scope=scope, clusters=clusters)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(raw)

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('fleet', '0001_initial'),
-        ('usage', '0007_ingestbatch_format'),
+        ('usage', '0009_sample_unique_gpu_ts'),
     ]
 
     operations = [
