@@ -189,6 +189,13 @@ REST_FRAMEWORK = {
 }
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 500)
+# A new API token lives this many days unless its creator asks for less; nobody may ask for more than the maximum.
+API_TOKEN_DEFAULT_DAYS = env_int("API_TOKEN_DEFAULT_DAYS", 90)
+API_TOKEN_MAX_DAYS = env_int("API_TOKEN_MAX_DAYS", 365)
+# Invalid bearer tokens one client address may present in a minute before it gets 429.
+API_TOKEN_FAILURES_PER_MINUTE = env_int("API_TOKEN_FAILURES_PER_MINUTE", 20)
+if not 1 <= API_TOKEN_DEFAULT_DAYS <= API_TOKEN_MAX_DAYS:
+    raise ImproperlyConfigured("API_TOKEN_DEFAULT_DAYS must be between 1 and API_TOKEN_MAX_DAYS")
 SPECTACULAR_SETTINGS = {
     "TITLE": "gpu-governance API",
     "DESCRIPTION": "GPU usage ingest, chargeback, efficiency findings.",

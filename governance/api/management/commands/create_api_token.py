@@ -1,23 +1,34 @@
+from datetime import timedelta
+
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from governance.api.models import ApiToken
-from governance.api.services import api_token_create
+from governance.api.services import TokenRefused, api_token_create
 from governance.org.models import User
 
 
 class Command(BaseCommand):
-    help = "Create an API token for a user and print it (it is shown only this once)."
+    help = (
+        "Create an API token for a user and print it (it is shown only this once). "
+        "Ingest and admin tokens are for platform admins only."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--scope", required=True, choices=ApiToken.Scope.values)
         parser.add_argument("--name", required=True)
+        parser.add_argument("--days", type=int, help="Lifetime in days (default: API_TOKEN_DEFAULT_DAYS).")
 
-    def handle(self, *args, username: str, scope: str, name: str, **options):
+    def handle(self, *args, username: str, scope: str, name: str, days: int | None, **options):
         user = User.objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"no user named {username!r}")
         if ApiToken.objects.filter(user=user, name=name).exists():
             raise CommandError(f"{username} already has a token named {name!r}")
-        _, raw = api_token_create(user=user, name=name, scope=scope)
+        expires_at = timezone.now() + timedelta(days=days) if days is not None else None
+        try:
+            _, raw = api_token_create(user=user, name=name, scope=scope, expires_at=expires_at)
+        except TokenRefused as exc:
+            raise CommandError(f"{username}: {exc}") from None
         self.stdout.write(raw)
