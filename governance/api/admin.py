@@ -6,7 +6,7 @@ from governance.api.services import TokenRefused, api_token_create, api_token_ex
 
 
 class ApiTokenAddForm(forms.ModelForm):
-    """A new token: the same rules as the API (scope for the holder's role, bounded expiry); the secret is made on save."""
+    """A new token under the API's rules (scope for the holder's role, bounded expiry); the secret is made on save."""
 
     expires_at = forms.DateTimeField(required=False, help_text="Empty: the default lifetime (API_TOKEN_DEFAULT_DAYS).")
 

@@ -18,8 +18,8 @@ from governance.api.services import (
     TokenRefused,
     api_token_create,
     api_token_expiry,
-    api_token_scope_check,
     api_token_revoke,
+    api_token_scope_check,
     audit_entry_record,
     snapshot,
 )
