@@ -92,6 +92,8 @@ def _day(name: str, value: str, errors: list[str]) -> datetime | None:
 def filters_parse(*, query: Mapping[str, str], user: User, now: datetime | None = None) -> Filters:
     """Filters from a query string; a value the user may not use is dropped with a message, never obeyed."""
     errors: list[str] = []
+    # A NUL byte reaches no query (PostgreSQL text cannot hold one): dropped here, the rest is looked up as usual.
+    query = {k: str(v).replace("\x00", "") for k, v in query.items()}
     month = Month.of(now or timezone.now())
     if query.get("month"):
         try:
