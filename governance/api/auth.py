@@ -15,6 +15,9 @@ from rest_framework.throttling import BaseThrottle
 
 from governance.api.models import ApiToken, hash_token
 
+# Scopes only a platform admin may hold (governance/api/services.py refuses to issue them to anyone else).
+ADMIN_ONLY_SCOPES = {ApiToken.Scope.ADMIN, ApiToken.Scope.INGEST}
+
 TOKEN_INVALID = "Invalid, expired or revoked API token."
 TOO_MANY_FAILURES = "Too many invalid API tokens from this address; try again in a minute."
 FAILURE_WINDOW_S = 60
@@ -55,6 +58,9 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         token = ApiToken.objects.active(now).select_related("user").filter(key_hash=hash_token(raw)).first()
         if token is None or not token.user.is_active:
             _failure_record(key)
+            raise exceptions.AuthenticationFailed(TOKEN_INVALID)
+        if token.scope in ADMIN_ONLY_SCOPES and not token.user.is_platform_admin:
+            # Its holder is no longer a platform admin: the token goes with the role.
             raise exceptions.AuthenticationFailed(TOKEN_INVALID)
         if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)

@@ -184,3 +184,28 @@ def test_a_staff_user_who_is_not_a_platform_admin_cannot_issue_tokens_in_the_adm
 
     assert response.status_code == 403
     assert not ApiToken.objects.exists()
+
+
+@pytest.mark.parametrize("scope", ["ingest", "admin"])
+def test_an_ingest_or_admin_token_stops_working_when_its_holder_stops_being_an_admin(client, cast, scope):
+    _, raw = api_token_create(user=cast.admin, name="ops", scope=scope)
+    cast.admin.role = "member"
+    cast.admin.save()
+
+    response = client.post("/api/v1/ingest/", b"{}", content_type="application/json", **bearer(raw))
+
+    assert response.status_code == 401
+
+
+def test_a_job_naming_a_team_whose_name_another_team_holds_is_stored_unattributed(cast):
+    from governance.org.models import Team
+    from governance.usage.models import Job
+    from tests.factories import ingest, job_record
+
+    Team.objects.create(slug="cv", name="Computer Vision")
+
+    ingest([job_record(job_id="77", project="new-proj", team="Computer Vision")])  # would be team "computer-vision"
+
+    job = Job.objects.get(external_id="77")
+    assert job.project is None
+    assert not Team.objects.filter(slug="computer-vision").exists()
