@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCTION = {"DEBUG": "0", "ALLOWED_HOSTS": "example.com"}
+PRODUCTION = {"DEBUG": "0", "ALLOWED_HOSTS": "example.com", "CACHE_URL": "redis://127.0.0.1:6379/15"}
 
 
 def _run(args: list[str], **env: str) -> subprocess.CompletedProcess:
     # DJANGO_ALLOW_ASYNC_UNSAFE is the test run's own (tests/conftest.py); a deployment never sets it.
     unset = {"DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    clean = {k: v for k, v in os.environ.items() if k not in unset}
+    clean = {k: v for k, v in os.environ.items() if k not in unset and k not in {"CACHE_URL", "REDIS_URL"}}
     clean = {k: v for k, v in clean.items() if not k.startswith(("SECURE_", "TLS_PROXY"))}
     env = {**clean, "DJANGO_SETTINGS_MODULE": "governance.settings", "SECRET_KEY": secrets.token_urlsafe(50), **env}
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
@@ -36,6 +36,12 @@ def test_check_deploy_is_clean_with_debug_off_and_a_proper_secret():
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_check_deploy_warns_while_throttle_counters_are_per_process():
+    result = _run(["manage.py", "check", "--deploy", "--fail-level", "WARNING"], **{**PRODUCTION, "CACHE_URL": ""})
+
+    assert result.returncode != 0 and "governance.W001" in result.stdout + result.stderr
 
 
 def test_debug_off_sends_hsts_for_a_year_with_subdomains_and_redirects_plain_http():
@@ -59,7 +65,7 @@ def test_a_plain_http_request_is_redirected_to_https_and_an_https_answer_carries
         "print(r.status_code, r['Strict-Transport-Security'])"
     )
 
-    result = _run(["-c", code], **PRODUCTION)
+    result = _run(["-c", code], **{**PRODUCTION, "CACHE_URL": ""})  # its throttles count in memory, not in Redis
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
