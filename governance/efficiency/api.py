@@ -20,6 +20,7 @@ from governance.efficiency.models import Finding
 from governance.efficiency.rules import RULES
 from governance.efficiency.selectors import findings_visible
 from governance.efficiency.services import FindingStateError, finding_acknowledge, finding_dismiss
+from governance.org.models import User
 
 
 class FindingSerializer(serializers.ModelSerializer):
@@ -54,7 +55,7 @@ class FindingFilter(filters.FilterSet):
     job = filters.CharFilter(method="by_selector", max_length=200, help_text="Job id, or the scheduler's job id.")
 
     def by_selector(self, queryset: QuerySet[Finding], name: str, value: str) -> QuerySet[Finding]:
-        return queryset  # applied together in FindingListView.get_queryset, by the selector the pages use
+        return queryset  # applied together in FindingListView.visible, by the selector the pages use
 
 
 class FindingListView(VisibleQuerysetMixin, generics.ListAPIView):
@@ -65,7 +66,7 @@ class FindingListView(VisibleQuerysetMixin, generics.ListAPIView):
     filterset_class = FindingFilter
     ordering_fields = ["monthly_waste", "created_at", "id"]
 
-    def visible(self, user):
+    def visible(self, user: User) -> QuerySet[Finding]:
         form = FindingFilter(self.request.query_params, queryset=Finding.objects.none()).form
         chosen = form.cleaned_data if form.is_valid() else {}
         return findings_visible(user=user, **{name: chosen.get(name) or None for name in FindingFilter.base_filters})
