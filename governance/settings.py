@@ -6,6 +6,7 @@ PostgreSQL and a real broker.
 """
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 from celery.schedules import crontab
@@ -38,6 +39,8 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "t
 if not DEBUG and not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS must be set when DEBUG is off")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Set when a TLS-terminating proxy in front sets X-Forwarded-Proto and appends to X-Forwarded-For.
+TLS_PROXY_TRUSTED = env_bool("TLS_PROXY_TRUSTED", False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -51,6 +54,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "governance.org",
     "governance.fleet",
     "governance.usage",
@@ -69,6 +73,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "governance.urls"
@@ -100,6 +107,60 @@ DATABASES = {
     else {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "governance.sqlite3", "OPTIONS": {"timeout": 30}}
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Throttle counters (API rates, invalid bearer tokens) live here. LocMem is per process: production sets
+# CACHE_URL (or REDIS_URL) to a Redis database of its own so that every web worker counts together.
+CACHE_URL = env_str("CACHE_URL") or env_str("REDIS_URL")
+if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(f"CACHE_URL {CACHE_URL!r} is not a Redis URL (redis://host:6379/1)")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+    if CACHE_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "gpu-governance"}
+}
+
+# --- Sign-in ------------------------------------------------------------------------------------
+# django-axes first: it refuses a locked-out user and address before any backend checks a password.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# Failed sign-ins are counted per username and address (in the database, so every process counts together).
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True
+AXES_VERBOSE = False
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# The client address: the peer, or behind a trusted proxy the address it appended to X-Forwarded-For. A header
+# nobody vouches for is never read, or one client could count as many.
+AXES_IPWARE_PROXY_COUNT = 1 if TLS_PROXY_TRUSTED else None
+AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if TLS_PROXY_TRUSTED else ["REMOTE_ADDR"]
+
+# OpenID Connect single sign-on beside local accounts: on when OIDC_RP_CLIENT_ID is set.
+OIDC_RP_CLIENT_ID = env_str("OIDC_RP_CLIENT_ID")
+OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID)
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+OIDC_USERNAME_CLAIM = env_str("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_ADMIN_GROUPS = env_list("OIDC_ADMIN_GROUPS", [])
+OIDC_FINANCE_GROUPS = env_list("OIDC_FINANCE_GROUPS", [])
+# A group "gg-team:<team slug>:lead" or "...:engineer" makes its member that team's lead or engineer.
+OIDC_TEAM_GROUP_PREFIX = env_str("OIDC_TEAM_GROUP_PREFIX", "gg-team:")
+if OIDC_ENABLED:
+
+    def _required(name: str) -> str:
+        value = env_str(name)
+        if not value:
+            raise ImproperlyConfigured(f"{name} must be set when OIDC_RP_CLIENT_ID is")
+        return value
+
+    OIDC_RP_CLIENT_SECRET = _required("OIDC_RP_CLIENT_SECRET")
+    OIDC_OP_AUTHORIZATION_ENDPOINT = _required("OIDC_OP_AUTHORIZATION_ENDPOINT")
+    OIDC_OP_TOKEN_ENDPOINT = _required("OIDC_OP_TOKEN_ENDPOINT")
+    OIDC_OP_USER_ENDPOINT = _required("OIDC_OP_USER_ENDPOINT")
+    OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_OP_JWKS_ENDPOINT") or None
+    OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
+    OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile groups")
+    INSTALLED_APPS.append("mozilla_django_oidc")
+    AUTHENTICATION_BACKENDS.append("governance.org.oidc.GovernanceOIDCBackend")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -135,7 +196,32 @@ STORAGES = {
 if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
     CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+    if not SECURE_HSTS_PRELOAD:
+        # Preloading is a promise to browsers that is slow to take back; a deployment opts in.
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
+if TLS_PROXY_TRUSTED:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Content-Security-Policy: scripts and everything else from this site only. Figures are JSON blocks
+# (json_script) drawn by static/js/charts.js; plotly.js sets inline styles and draws images from data: URLs.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-governance@localhost")
@@ -187,6 +273,8 @@ REST_FRAMEWORK = {
         "governance.api.throttling.TokenScopedRateThrottle",
     ],
     # Per token (else per user): "user" for every request, "ingest" for the ingest endpoint instead.
+    # Throttles key anonymous clients by address: the peer's, or the one a trusted proxy appended.
+    "NUM_PROXIES": 1 if TLS_PROXY_TRUSTED else 0,
     "DEFAULT_THROTTLE_RATES": {
         "user": env_str("API_THROTTLE_RATE", "1200/min"),
         "ingest": env_str("API_THROTTLE_RATE_INGEST", "600/min"),
@@ -194,6 +282,13 @@ REST_FRAMEWORK = {
 }
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 500)
+# A new API token lives this many days unless its creator asks for less; nobody may ask for more than the maximum.
+API_TOKEN_DEFAULT_DAYS = env_int("API_TOKEN_DEFAULT_DAYS", 90)
+API_TOKEN_MAX_DAYS = env_int("API_TOKEN_MAX_DAYS", 365)
+# Invalid bearer tokens one client address may present in a minute before it gets 429.
+API_TOKEN_FAILURES_PER_MINUTE = env_int("API_TOKEN_FAILURES_PER_MINUTE", 20)
+if not 1 <= API_TOKEN_DEFAULT_DAYS <= API_TOKEN_MAX_DAYS:
+    raise ImproperlyConfigured("API_TOKEN_DEFAULT_DAYS must be between 1 and API_TOKEN_MAX_DAYS")
 SPECTACULAR_SETTINGS = {
     "TITLE": "gpu-governance API",
     "DESCRIPTION": "GPU usage ingest, chargeback, efficiency findings.",

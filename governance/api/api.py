@@ -1,5 +1,7 @@
 """Token management (for the token's owner and admins) and the audit log (admins)."""
 
+from datetime import datetime
+
 from django.db import transaction
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
@@ -13,10 +15,12 @@ from governance.api.models import ApiToken, AuditEntry
 from governance.api.permissions import AdminOnly, HasReadScope, SessionOrAdminToken
 from governance.api.selectors import audit_entries_visible, tokens_visible
 from governance.api.services import (
-    ADMIN_SCOPE_FOR_ADMINS,
     NAME_TAKEN,
+    TokenRefused,
     api_token_create,
+    api_token_expiry,
     api_token_revoke,
+    api_token_scope_check,
     audit_entry_record,
     snapshot,
 )
@@ -39,8 +43,14 @@ class TokenSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "scope", "clusters", "prefix", "user", "created_at", "last_used_at", "revoked_at"]
+        fields = [
+            "id", "name", "scope", "clusters", "prefix", "user", "created_at", "last_used_at", "expires_at",
+            "revoked_at",
+        ]  # fmt: skip
         read_only_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
+        extra_kwargs = {
+            "expires_at": {"required": False, "help_text": "Default and maximum lifetime: settings (days)."}
+        }
         validators: list = []  # the (user, name) pair is checked in validate_name, naming the field
 
     def validate_name(self, name: str) -> str:
@@ -49,9 +59,17 @@ class TokenSerializer(serializers.ModelSerializer):
         return name
 
     def validate_scope(self, scope: str) -> str:
-        if scope == ApiToken.Scope.ADMIN and not self.context["request"].user.is_platform_admin:
-            raise serializers.ValidationError(ADMIN_SCOPE_FOR_ADMINS)
+        try:
+            api_token_scope_check(user=self.context["request"].user, scope=scope)
+        except TokenRefused as exc:
+            raise serializers.ValidationError(str(exc)) from None
         return scope
+
+    def validate_expires_at(self, expires_at: datetime | None) -> datetime:
+        try:
+            return api_token_expiry(expires_at=expires_at)
+        except TokenRefused as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 class NewTokenSerializer(TokenSerializer):
@@ -62,11 +80,17 @@ class NewTokenSerializer(TokenSerializer):
 
 
 class TokenFilter(filters.FilterSet):
-    active = filters.BooleanFilter(field_name="revoked_at", lookup_expr="isnull")
+    active = filters.BooleanFilter(method="filter_active", help_text="Neither revoked nor expired.")
 
     class Meta:
         model = ApiToken
         fields = ["scope", "active"]
+
+    def filter_active(self, queryset, name: str, value: bool | None):
+        if value is None:
+            return queryset
+        active = ApiToken.objects.active().values("pk")
+        return queryset.filter(pk__in=active) if value else queryset.exclude(pk__in=active)
 
 
 class TokenViewSet(

@@ -7,4 +7,4 @@ class ApiConfig(AppConfig):
     verbose_name = "API"
 
     def ready(self) -> None:
-        from governance.api import schema  # noqa: F401  (registers the token scheme with drf-spectacular)
+        from governance.api import checks, schema  # noqa: F401  (registers the deploy checks and the token scheme)

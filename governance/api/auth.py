@@ -1,12 +1,44 @@
-"""API tokens: `Authorization: Bearer ggt_...`, looked up by hash, scoped."""
+"""API tokens: `Authorization: Bearer ggt_...`, looked up by hash, scoped, expiring.
 
+Failed lookups are counted per client address in the shared cache: past
+API_TOKEN_FAILURES_PER_MINUTE in a minute, that address gets 429 without a database lookup.
+"""
+
+import time
+
+from django.conf import settings
+from django.core.cache import cache
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
 
 from governance.api.models import ApiToken, hash_token
 
-TOKEN_INVALID = "Invalid or revoked API token."
+# Scopes only a platform admin may hold (governance/api/services.py refuses to issue them to anyone else).
+ADMIN_ONLY_SCOPES = {ApiToken.Scope.ADMIN, ApiToken.Scope.INGEST}
+
+TOKEN_INVALID = "Invalid, expired or revoked API token."
+TOO_MANY_FAILURES = "Too many invalid API tokens from this address; try again in a minute."
+FAILURE_WINDOW_S = 60
+
+
+def _failure_key(request: Request) -> str:
+    window = int(time.time()) // FAILURE_WINDOW_S
+    return f"gg:token-failures:{BaseThrottle().get_ident(request)}:{window}"
+
+
+def _failures_exceeded(key: str) -> bool:
+    return (cache.get(key) or 0) >= settings.API_TOKEN_FAILURES_PER_MINUTE
+
+
+def _failure_record(key: str) -> None:
+    if cache.add(key, 1, FAILURE_WINDOW_S * 2):
+        return
+    try:
+        cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, FAILURE_WINDOW_S * 2)
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -18,11 +50,18 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             return None
         if len(header) != 2:
             raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
+        key = _failure_key(request)
+        if _failures_exceeded(key):
+            raise exceptions.Throttled(wait=FAILURE_WINDOW_S - time.time() % FAILURE_WINDOW_S, detail=TOO_MANY_FAILURES)
         raw = header[1].decode(errors="replace")
-        token = ApiToken.objects.active().select_related("user").filter(key_hash=hash_token(raw)).first()
-        if token is None or not token.user.is_active:
-            raise exceptions.AuthenticationFailed(TOKEN_INVALID)
         now = timezone.now()
+        token = ApiToken.objects.active(now).select_related("user").filter(key_hash=hash_token(raw)).first()
+        if token is None or not token.user.is_active:
+            _failure_record(key)
+            raise exceptions.AuthenticationFailed(TOKEN_INVALID)
+        if token.scope in ADMIN_ONLY_SCOPES and not token.user.is_platform_admin:
+            # Its holder is no longer a platform admin: the token goes with the role.
+            raise exceptions.AuthenticationFailed(TOKEN_INVALID)
         if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         return token.user, token

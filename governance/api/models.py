@@ -1,5 +1,6 @@
 import hashlib
 import secrets
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
@@ -13,8 +14,9 @@ def hash_token(raw: str) -> str:
 
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
-    def active(self) -> "ApiTokenQuerySet":
-        return self.filter(revoked_at__isnull=True)
+    def active(self, now: datetime | None = None) -> "ApiTokenQuerySet":
+        """Tokens that still authenticate: not revoked and not past their expiry."""
+        return self.filter(revoked_at__isnull=True, expires_at__gt=now or timezone.now())
 
 
 class ApiToken(models.Model):
@@ -33,6 +35,7 @@ class ApiToken(models.Model):
     key_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(help_text="After this the token authenticates as invalid.")
     revoked_at = models.DateTimeField(null=True, blank=True)
     clusters = models.JSONField(
         default=list,

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from governance.fleet.models import Cluster
 from governance.lib.months import Month
+from governance.lib.ranges import FIRST_YEAR, LAST_YEAR, MAX_RANGE_DAYS, year_problem
 from governance.org.models import Team, User
 from governance.org.selectors import teams_visible
 
@@ -21,6 +22,8 @@ UNKNOWN_TEAM = "team {value!r} is not one you may see; showing every team you ma
 BAD_MONTH = "month {value!r} is not of the form YYYY-MM; showing the current month"
 BAD_DATE = "{name} {value!r} is not a date of the form YYYY-MM-DD; ignored"
 BAD_RANGE = "the time range ends before it starts; showing the month instead"
+BAD_YEAR = "{name} {value!r} is outside the years {first} to {last}; ignored"
+RANGE_CLAMPED = "a range may cover at most {days} days; showing the {days} days from {start:%Y-%m-%d}"
 
 
 @dataclass
@@ -76,15 +79,21 @@ def _day(name: str, value: str, errors: list[str]) -> datetime | None:
     if not value:
         return None
     try:
-        return datetime.combine(date.fromisoformat(value), time(0), tzinfo=UTC)
+        day = datetime.combine(date.fromisoformat(value), time(0), tzinfo=UTC)
     except ValueError:
         errors.append(BAD_DATE.format(name=name, value=value))
         return None
+    if year_problem(day):
+        errors.append(BAD_YEAR.format(name=name, value=value, first=FIRST_YEAR, last=LAST_YEAR))
+        return None
+    return day
 
 
 def filters_parse(*, query: Mapping[str, str], user: User, now: datetime | None = None) -> Filters:
     """Filters from a query string; a value the user may not use is dropped with a message, never obeyed."""
     errors: list[str] = []
+    # A NUL byte reaches no query (PostgreSQL text cannot hold one): dropped here, the rest is looked up as usual.
+    query = {k: str(v).replace("\x00", "") for k, v in query.items()}
     month = Month.of(now or timezone.now())
     if query.get("month"):
         try:
@@ -112,6 +121,9 @@ def filters_parse(*, query: Mapping[str, str], user: User, now: datetime | None 
     if end <= start:
         errors.append(BAD_RANGE)
         start, end, custom = month.start, month.end, False
+    if end - start > timedelta(days=MAX_RANGE_DAYS):
+        errors.append(RANGE_CLAMPED.format(days=MAX_RANGE_DAYS, start=start))
+        end = start + timedelta(days=MAX_RANGE_DAYS)
     return Filters(
         month=month, start=start, end=end, cluster=cluster, team=team, teams=teams, clusters=clusters,
         custom_range=custom, errors=errors,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
@@ -10,6 +12,7 @@ from governance.costs.csv import team_month_csv
 from governance.dashboard import selectors
 from governance.dashboard.charts import heatmap_chart, overview_charts
 from governance.dashboard.filters import filters_parse
+from governance.lib.text import csv_safe
 
 
 @login_required
@@ -31,6 +34,7 @@ def heatmap(request: HttpRequest) -> HttpResponse:
 def chargeback_csv(request: HttpRequest) -> StreamingHttpResponse:
     f = filters_parse(query=request.GET, user=request.user)
     charges = selectors.team_charges(user=request.user, months=f.months, team=f.team)
+    charges = [replace(c, team=csv_safe(c.team)) for c in charges]
     response = StreamingHttpResponse(team_month_csv(charges), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="chargeback-{f.months[0]}-to-{f.months[-1]}.csv"'
     return response

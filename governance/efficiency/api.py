@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django.db import transaction
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status
+from django.db.models import QuerySet
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -13,9 +15,12 @@ from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
 from governance.api.models import AuditEntry
 from governance.api.services import audit_request_write
+from governance.api.viewsets import VisibleQuerysetMixin
 from governance.efficiency.models import Finding
+from governance.efficiency.rules import RULES
 from governance.efficiency.selectors import findings_visible
 from governance.efficiency.services import FindingStateError, finding_acknowledge, finding_dismiss
+from governance.org.models import User
 
 
 class FindingSerializer(serializers.ModelSerializer):
@@ -39,21 +44,32 @@ class StateChange(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, default="")
 
 
-FILTERS = ("team", "rule", "state", "job")
+class FindingFilter(filters.FilterSet):
+    """The filters of findings_visible, each validated here so that a bad value is a 400 naming it."""
 
-
-class FindingListView(APIView):
-    """Findings on the jobs you may see, most money first."""
-
-    permission_classes = [HasReadScope]
-
-    @extend_schema(
-        parameters=[OpenApiParameter(name, str, required=False) for name in FILTERS],
-        responses=FindingSerializer(many=True),
+    team = filters.CharFilter(method="by_selector", help_text="Team slug.")
+    rule = filters.ChoiceFilter(method="by_selector", choices=[(name, name) for name in RULES])
+    state = filters.ChoiceFilter(
+        method="by_selector", choices=[("live", "live (open or acknowledged)"), *Finding.State.choices]
     )
-    def get(self, request: Request, format: str | None = None) -> Response:
-        filters = {name: request.query_params.get(name) or None for name in FILTERS}
-        return Response(FindingSerializer(findings_visible(user=request.user, **filters), many=True).data)
+    job = filters.CharFilter(method="by_selector", max_length=200, help_text="Job id, or the scheduler's job id.")
+
+    def by_selector(self, queryset: QuerySet[Finding], name: str, value: str) -> QuerySet[Finding]:
+        return queryset  # applied together in FindingListView.visible, by the selector the pages use
+
+
+class FindingListView(VisibleQuerysetMixin, generics.ListAPIView):
+    """Findings on the jobs you may see, most money first; paginated like every list."""
+
+    serializer_class = FindingSerializer
+    permission_classes = [HasReadScope]
+    filterset_class = FindingFilter
+    ordering_fields = ["monthly_waste", "created_at", "id"]
+
+    def visible(self, user: User) -> QuerySet[Finding]:
+        form = FindingFilter(self.request.query_params, queryset=Finding.objects.none()).form
+        chosen = form.cleaned_data if form.is_valid() else {}
+        return findings_visible(user=user, **{name: chosen.get(name) or None for name in FindingFilter.base_filters})
 
 
 class FindingStateView(APIView):

@@ -134,7 +134,9 @@ def findings_visible(
     elif state:
         qs = qs.filter(state=state)
     if job:
-        qs = qs.filter(job_id=int(job)) if job.isdigit() else qs.filter(job__external_id=job)
+        # isdigit() alone accepts '²' and other digits int() refuses; ids are ASCII.
+        is_id = job.isascii() and job.isdigit()
+        qs = qs.filter(job_id=int(job)) if is_id else qs.filter(job__external_id=job)
     return qs.order_by("-monthly_waste", "-id")
 
 

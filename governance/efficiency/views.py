@@ -51,8 +51,9 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def findings_list(request: HttpRequest) -> HttpResponse:
-    team, rule = request.GET.get("team") or None, request.GET.get("rule") or None
-    state = request.GET.get("state", "live") or None
+    query = {k: v.replace("\x00", "") for k, v in request.GET.items()}  # PostgreSQL text cannot hold a NUL
+    team, rule = query.get("team") or None, query.get("rule") or None
+    state = query.get("state", "live") or None
     findings = selectors.findings_visible(user=request.user, team=team, rule=rule, state=state)
     context = {
         "findings": findings[:500],

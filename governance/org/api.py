@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from governance.api.permissions import AdminWrites, HasReadScope
 from governance.api.viewsets import ApiModelViewSet
-from governance.org.models import Membership, Project, ProjectMapping, Team, User
+from governance.org.models import TEAM_NAME_TAKEN, Membership, Project, ProjectMapping, Team, User
 from governance.org.selectors import teams_visible
 from governance.usage.services import jobs_remap_on_commit
 
@@ -15,6 +15,14 @@ class TeamSerializer(serializers.ModelSerializer):
     class Meta:
         model = Team
         fields = ["id", "slug", "name", "lead_email", "created_at"]
+
+    def validate_name(self, name: str) -> str:
+        others = Team.objects.filter(name__iexact=name)
+        if self.instance is not None:
+            others = others.exclude(pk=self.instance.pk)
+        if others.exists():
+            raise serializers.ValidationError(TEAM_NAME_TAKEN)
+        return name
 
 
 class ProjectSerializer(serializers.ModelSerializer):

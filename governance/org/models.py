@@ -1,5 +1,8 @@
 from django.contrib.auth.models import AbstractUser
 from django.db import models
+from django.db.models.functions import Lower
+
+TEAM_NAME_TAKEN = "A team with this name already exists (names are compared ignoring case)."
 
 
 class User(AbstractUser):
@@ -31,6 +34,10 @@ class Team(models.Model):
 
     class Meta:
         ordering = ["slug"]
+        # Totals and statements name teams: two teams called "vision" could not be told apart there.
+        constraints = [
+            models.UniqueConstraint(Lower("name"), name="team_unique_name", violation_error_message=TEAM_NAME_TAKEN)
+        ]
 
     def __str__(self) -> str:
         return self.name

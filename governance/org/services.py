@@ -34,8 +34,8 @@ def project_resolve(*, account: str, team: str | None, cluster: str, create: boo
         with transaction.atomic():
             team_obj, _ = Team.objects.get_or_create(slug=team_slug, defaults={"name": team})
             return Project.objects.get_or_create(slug=slug, defaults={"team": team_obj, "name": account})[0]
-    except IntegrityError:  # another worker created it first
-        return Project.objects.get(slug=slug)
+    except IntegrityError:  # another worker created it first, or another team already has that name
+        return Project.objects.filter(slug=slug).first()
 
 
 def project_ids_resolver(*, create: bool = False) -> Callable[[str, str | None, str], int | None]:

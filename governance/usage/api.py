@@ -18,10 +18,12 @@ from rest_framework.views import APIView
 from collectors.records import BatchInvalid
 from governance.api.auth import HasIngestScope, HasReadScope
 from governance.api.errors import error_response
+from governance.api.fields import BoundedDateTimeField
 from governance.api.filters import UtcIsoDateTimeFilter
 from governance.api.permissions import AdminOnly
 from governance.api.viewsets import ApiReadOnlyViewSet, VisibleQuerysetMixin
 from governance.fleet.models import Cluster
+from governance.lib.ranges import MAX_RANGE_DAYS, range_problem
 from governance.org.models import User
 from governance.usage.models import IngestBatch, Job
 from governance.usage.selectors import (
@@ -164,14 +166,15 @@ class ResolutionQuery(serializers.Serializer):
 
 
 class UtilisationQuery(ResolutionQuery):
-    start = serializers.DateTimeField(required=False, help_text="Default: 7 days before end.")
-    end = serializers.DateTimeField(required=False, help_text="Default: now.")
+    start = BoundedDateTimeField(required=False, help_text="Default: 7 days before end.")
+    end = BoundedDateTimeField(required=False, help_text=f"Default: now. At most {MAX_RANGE_DAYS} days after start.")
 
     def validate(self, data: dict) -> dict:
         data.setdefault("end", timezone.now())
         data.setdefault("start", data["end"] - timedelta(days=UTILISATION_DEFAULT_DAYS))
-        if data["start"] >= data["end"]:
-            raise serializers.ValidationError({"start": "start must be before end."})
+        problem = range_problem(data["start"], data["end"])
+        if problem:
+            raise serializers.ValidationError({problem[0]: problem[1]})
         return data
 
 

@@ -6,10 +6,20 @@
   // Per-point arrays a trace may carry, in the column order of the CSV.
   const COLUMNS = ["x", "y", "q1", "median", "q3", "lowerfence", "upperfence", "hovertext", "customdata"];
 
+  // Labels arrive as plain text with <, > and & as entities (governance/lib/text.py: plain); the CSV holds the
+  // characters themselves, and text a spreadsheet would run as a formula gets a leading apostrophe (csv_safe).
+  function label(text) {
+    return text.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+  }
+
   function cell(value) {
     if (value === null || value === undefined) return "";
-    const text = Array.isArray(value) ? value.join(" | ") : String(value);
-    return /[",\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
+    let text = Array.isArray(value) ? value.join(" | ") : String(value);
+    if (typeof value === "string" || Array.isArray(value)) {
+      text = label(text);
+      if (/^[=+\-@\t\r]/.test(text)) text = "'" + text;
+    }
+    return /[",\n\r]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
   }
 
   // One row per point: series, then the trace's per-point columns; a heatmap becomes long rows (y, x, z).

@@ -62,7 +62,8 @@ class Row:
 
     @property
     def id(self) -> str:
-        return f"{self.method} {self.route}"
+        scope = f" {self.data['scope']}" if "scope" in self.data else ""
+        return f"{self.method} {self.route}{scope}"
 
 
 # fmt: off
@@ -225,7 +226,14 @@ ROWS = [
     Row("v1:job-usage", "get", lambda w: f"{V1}/jobs/{w.job_dave.pk}/usage/", seen_by(200, "vision_lead")),
     # Tokens: your own (admins: everyone's); the audit log: admins only.
     Row("v1:token-list", "get", lambda w: f"{V1}/tokens/", everyone(200)),
+    # Minting: anyone signed in gets read and write tokens; ingest and admin tokens are for platform admins only
+    # (a 400 naming the scope field).
     Row("v1:token-list", "post", lambda w: f"{V1}/tokens/", everyone(201), {"name": "new", "scope": "read"}),
+    Row("v1:token-list", "post", lambda w: f"{V1}/tokens/", everyone(201), {"name": "new", "scope": "write"}),
+    *(
+        Row("v1:token-list", "post", lambda w: f"{V1}/tokens/", admins(201, others=400), {"name": "new", "scope": s})
+        for s in ("ingest", "admin")
+    ),
     Row(
         "v1:token-detail",
         "get",

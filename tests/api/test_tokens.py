@@ -67,7 +67,7 @@ def test_a_revoked_token_is_refused(client, world):
     assert revoked.status_code == 204
     response = client.get("/api/v1/jobs/", **bearer(raw))
     assert response.status_code == 401
-    assert response.json()["error"]["message"] == "Invalid or revoked API token."
+    assert response.json()["error"]["message"] == "Invalid, expired or revoked API token."
     assert AuditEntry.objects.filter(action="revoke", object_pk=str(token.pk), actor_name="nlp-lead").exists()
 
 

@@ -178,3 +178,23 @@ def test_a_lead_acknowledges_a_finding_from_the_findings_page(page, live_server,
     assert open_before > 0
     assert page.locator(".finding button[value=acknowledged]").count() == open_before - 1
     assert console_errors == []
+
+
+def test_pages_draw_under_the_content_security_policy_and_a_violation_would_show(page, live_server, usage, sign_in,
+                                                                                 console_errors):  # fmt: skip
+    sign_in("admin")
+
+    overview = page.goto(live_server.url + "/?month=2026-11")
+    wait_for_charts(page)
+    drawn_errors = list(console_errors)
+    page.goto(live_server.url + "/api/docs/")
+    page.wait_for_selector(".swagger-ui .information-container")
+    docs_errors = list(console_errors)
+    page.evaluate("() => { const s = document.createElement('script'); s.textContent = 'window.x = 1'; "
+                  "document.body.appendChild(s); }")  # fmt: skip
+    page.wait_for_timeout(200)
+
+    assert "script-src 'self'" in overview.headers["content-security-policy"]
+    assert drawn_errors == [] and docs_errors == []
+    assert page.evaluate("() => window.x") is None
+    assert any("Content Security Policy" in e for e in console_errors), console_errors

@@ -29,7 +29,7 @@ def flagged(cast):
 def test_the_api_lists_only_the_findings_a_user_may_see(client, flagged):
     client.force_login(flagged.nlp_lead)
 
-    rows = client.get("/api/v1/findings/").json()
+    rows = client.get("/api/v1/findings/").json()["results"]
 
     assert rows and {r["team"] for r in rows} == {"nlp"}
     assert rows == sorted(rows, key=lambda r: -float(r["waste"]))
@@ -38,10 +38,13 @@ def test_the_api_lists_only_the_findings_a_user_may_see(client, flagged):
 def test_the_api_filters_by_team_rule_state_and_job(client, flagged):
     client.force_login(flagged.admin)
 
-    assert {r["team"] for r in client.get("/api/v1/findings/", {"team": "vision"}).json()} == {"vision"}
-    assert {r["rule"] for r in client.get("/api/v1/findings/", {"rule": "idle_gpu"}).json()} == {"idle_gpu"}
-    assert {r["job_id"] for r in client.get("/api/v1/findings/", {"job": "v1"}).json()} == {"v1"}
-    assert client.get("/api/v1/findings/", {"state": "dismissed"}).json() == []
+    def rows(**query):
+        return client.get("/api/v1/findings/", query).json()["results"]
+
+    assert {r["team"] for r in rows(team="vision")} == {"vision"}
+    assert {r["rule"] for r in rows(rule="idle_gpu")} == {"idle_gpu"}
+    assert {r["job_id"] for r in rows(job="v1")} == {"v1"}
+    assert rows(state="dismissed") == []
 
 
 def test_a_lead_dismisses_a_finding_with_a_reason_through_the_api(client, flagged):

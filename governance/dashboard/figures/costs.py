@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from governance.dashboard.figures import PALETTE
+from governance.lib.text import plain
 
 
 @dataclass(frozen=True)
@@ -23,11 +24,11 @@ def cost_per_team_per_month(points: Sequence[CostPoint], currency: str) -> dict:
     traces = [
         {
             "type": "bar",
-            "name": team,
+            "name": plain(team),
             "x": months,
             "y": [float(by_key.get((team, m), Decimal(0))) for m in months],
             "marker": {"color": PALETTE[i % len(PALETTE)]},
-            "hovertemplate": f"%{{x}}<br>{team}: %{{y:,.2f}} {currency}<extra></extra>",
+            "hovertemplate": f"%{{x}}<br>%{{fullData.name}}: %{{y:,.2f}} {currency}<extra></extra>",
         }
         for i, team in enumerate(teams)
     ]
@@ -57,7 +58,7 @@ def cost_by(category: str, costs: dict[str, Decimal], currency: str) -> dict:
                 "type": "bar",
                 "orientation": "h",
                 "x": [float(cost) for _, cost in ordered],
-                "y": [name for name, _ in ordered],
+                "y": [plain(name) for name, _ in ordered],
                 "marker": {"color": PALETTE[0]},
                 "hovertemplate": f"%{{y}}: %{{x:,.2f}} {currency}<extra></extra>",
             }

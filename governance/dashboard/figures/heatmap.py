@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from governance.dashboard.figures import layout
+from governance.lib.text import plain
 
 # Cividis: a sequential scale readable with the common colour-vision deficiencies; idle GPUs are dark.
 COLORSCALE = "Cividis"
@@ -18,7 +19,7 @@ def gpu_heatmap(rows: Sequence[str], columns: Sequence[str], values: Sequence[Se
                 "type": "heatmap",
                 "name": "SM utilisation",
                 "x": list(columns),
-                "y": list(rows),
+                "y": [plain(row) for row in rows],
                 "z": [[None if v is None else round(v, 1) for v in row] for row in values],
                 "zmin": 0,
                 "zmax": 100,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from governance.dashboard.figures import PALETTE
+from governance.lib.text import plain
 
 
 @dataclass(frozen=True)
@@ -31,14 +32,14 @@ def job_timeline(points: Sequence[GpuHourPoint]) -> dict:
                 {
                     "type": "scatter",
                     "mode": "lines+markers",
-                    "name": gpu,
-                    "legendgroup": gpu,
+                    "name": plain(gpu),
+                    "legendgroup": plain(gpu),
                     "showlegend": field == "sm_percent",
                     "x": [p.hour.isoformat() for p in mine],
                     "y": [getattr(p, field) for p in mine],
                     "yaxis": axis,
                     "line": {"color": PALETTE[i % len(PALETTE)], "shape": "hv"},
-                    "hovertemplate": f"%{{x}}<br>{gpu}: %{{y:.1f}} {label.split()[-1]}<extra></extra>",
+                    "hovertemplate": f"%{{x}}<br>%{{fullData.name}}: %{{y:.1f}} {label.split()[-1]}<extra></extra>",
                 }
             )
     return {

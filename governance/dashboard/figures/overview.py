@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from governance.dashboard.figures import PALETTE, layout
+from governance.lib.text import plain
 
 INDUSTRY_UTILISATION = 40.0
 
@@ -68,7 +69,7 @@ def utilisation_over_time(
 
 def idle_cost_share(rows: Sequence[IdleRow], currency: str) -> dict:
     """Per team, its cost split into the part spent while GPUs were busy and the part spent idle."""
-    teams = [r.team for r in rows]
+    teams = [plain(r.team) for r in rows]
     idle = [r.cost * Decimal(str(r.idle_share)) for r in rows]
     busy = [r.cost - i for r, i in zip(rows, idle, strict=True)]
     shares = [round(r.idle_share * 100, 1) for r in rows]
@@ -120,8 +121,8 @@ def queue_wait_per_team(waits: Mapping[str, Sequence[float]]) -> dict:
         traces.append(
             {
                 "type": "box",
-                "name": team,
-                "x": [team],
+                "name": plain(team),
+                "x": [plain(team)],
                 **{k: [v] for k, v in stats.items()},
                 "hovertext": [f"{len(values)} job{'' if len(values) == 1 else 's'}"],
                 "marker": {"color": PALETTE[i % len(PALETTE)]},
@@ -149,9 +150,9 @@ def top_jobs_by_waste(rows: Sequence[WasteRow], currency: str) -> dict:
                 "type": "bar",
                 "orientation": "h",
                 "name": "Idle GPU-hours",
-                "y": [r.job for r in ordered],
+                "y": [plain(r.job) for r in ordered],
                 "x": [round(r.idle_gpu_hours, 2) for r in ordered],
-                "customdata": [[r.team, r.user, round(float(r.idle_cost), 2)] for r in ordered],
+                "customdata": [[plain(r.team), plain(r.user), round(float(r.idle_cost), 2)] for r in ordered],
                 "marker": {"color": PALETTE[5]},
                 "hovertemplate": "%{y} (%{customdata[0]}, %{customdata[1]})<br>%{x:.1f} idle GPU-hours"
                 f"<br>%{{customdata[2]:,.2f}} {currency}<extra></extra>",
