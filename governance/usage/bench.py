@@ -203,6 +203,7 @@ def _pipeline() -> Iterator[Pipeline | None]:
     env = {
         **os.environ, "DATABASE_URL": _database_url(), "DEBUG": "false", "SECRET_KEY": secrets.token_urlsafe(32),
         "ALLOWED_HOSTS": "127.0.0.1", "API_THROTTLE_RATE_INGEST": "100000/min", "LOG_LEVEL": "WARNING",
+        "SECURE_SSL_REDIRECT": "false",  # plain HTTP on loopback: no TLS proxy in front of the bench
     }  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         pidfile = Path(tmp) / "worker.pid"
