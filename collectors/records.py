@@ -33,7 +33,7 @@ class JobRecord(msgspec.Struct, tag_field="kind", tag="job", forbid_unknown_fiel
     job_id: Name
     user: Name
     project: Name
-    gpus: Annotated[int, msgspec.Meta(ge=0, le=100_000)]
+    gpus: Annotated[int, msgspec.Meta(ge=0, le=100_000)] | None  # null: the source does not know the count
     submit_time: UtcTime
     team: Name | None = None
     gpu_model: Name | None = None
@@ -61,9 +61,10 @@ class SampleRecord(
     gpu_index: NonNegativeInt
     gpu_model: Name
     ts: UtcTime
-    sm_util: Percent
-    mem_used_mib: NonNegative
-    mem_total_mib: Annotated[float, msgspec.Meta(gt=0)]
+    # Every metric may be unknown (null): a trimmed exporter, a GPU that does not report it. Never zero instead.
+    sm_util: Percent | None = None
+    mem_used_mib: NonNegative | None = None
+    mem_total_mib: Annotated[float, msgspec.Meta(gt=0)] | None = None
     job_id: Name | None = None
     power_w: NonNegative | None = None
     gpu_numa_node: NonNegativeInt | None = None
@@ -79,7 +80,7 @@ class SampleRecord(
     io_wait: Percent | None = None
 
     def __post_init__(self) -> None:
-        if self.mem_used_mib > self.mem_total_mib:
+        if self.mem_used_mib is not None and self.mem_total_mib is not None and self.mem_used_mib > self.mem_total_mib:
             raise ValueError("mem_used_mib: is larger than mem_total_mib")
 
 

@@ -13,8 +13,8 @@ from governance.dashboard.figures import PALETTE
 class GpuHourPoint:
     gpu: str
     hour: datetime
-    sm_percent: float
-    mem_gib: float
+    sm_percent: float | None
+    mem_gib: float | None
     power_w: float | None
 
 
