@@ -2,7 +2,8 @@
 
 A pod is the job `namespace/pod`. It is seen through the samples (dcgm-exporter's pod labels, the
 Kubernetes mapper's cgroup lookup) and, where the kubelet's pod-resources API is configured, through the
-GPUs it holds, so a pod with no process on its GPU is billed too: its GPUs' samples are given its job id.
+GPUs it holds, so a pod with no process on its GPU is billed too: its GPUs' samples are given its job id
+(where they name no job, or only the pod's uid: the Kubernetes mapper without a pods file).
 Its project is its namespace, unless its labels (the pods file, where the agent has one) name one with
 `gpu-governance/project`, or a team with `gpu-governance/team`. It starts when first seen (or at the
 `start_time` the pods file gives) and, once gone from a round that did read the node, ends `completed`.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,6 +29,7 @@ log = logging.getLogger("gpu-collector")
 PROJECT_LABEL = "gpu-governance/project"
 TEAM_LABEL = "gpu-governance/team"
 USER_LABEL = "gpu-governance/user"
+_POD_UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def pod_job(namespace: str, name: str) -> str:
@@ -86,7 +89,8 @@ class KubernetesPods:
         from_samples: dict[str, set[str]] = defaultdict(set)
         models: dict[str, str] = {}
         for s in samples:
-            if s.job_id is None and s.gpu_uuid in by_device:
+            # The kubelet names the pod where the sample names none, or only the pod's uid (no pods file).
+            if s.gpu_uuid in by_device and (s.job_id is None or _POD_UID.match(s.job_id)):
                 s.job_id = by_device[s.gpu_uuid]
             if s.job_id is not None and is_pod_job(s.job_id):
                 from_samples[s.job_id].add(s.gpu_uuid)

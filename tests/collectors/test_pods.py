@@ -126,3 +126,13 @@ def test_pod_labels_in_the_pods_file_name_the_project_team_and_start(tmp_path):
     (job,) = pods.describe([sample], START)
 
     assert (job.project, job.team, job.start_time) == ("serving", "inference", START - timedelta(minutes=30))
+
+
+def test_the_kubelet_names_the_pod_where_the_mapper_knew_only_its_uid(tmp_path):
+    uid = "0f1e2d3c-0000-4000-8000-000000000000"
+    sample = SampleRecord(cluster="eks", node="n", gpu_uuid=GPU1, gpu_index=1, gpu_model="m", ts=START, job_id=uid)
+    with kubelet_served(tmp_path) as (kubelet, socket):
+        kubelet.pods = [("ml", "trainer-0", {"nvidia.com/gpu": [GPU1]})]
+        (job,) = KubernetesPods(cluster="eks", pod_resources=PodResources(socket)).describe([sample], START)
+
+    assert (sample.job_id, job.job_id, job.gpus) == ("ml/trainer-0", "ml/trainer-0", 1)
