@@ -447,17 +447,16 @@ HOURS = (
     ("job_id", "int8", None), ("gpu_id", "int8", None), ("hour", "timestamptz", None), ("samples", "int4", "sum"),
     ("sm_samples", "int4", "sum"), ("idle_samples", "int4", "sum"), ("sm_sum", "float8", "sum"),
     ("sm_max", "float8", "max"), ("sm_sq_sum", "float8", "sum"), ("mem_used_max", "float8", "max"),
-    ("mem_total_mib", "float8", "max"),
-    ("power_sum", "float8", "sum"), ("power_samples", "int4", "sum"), ("numa_mismatch_samples", "int4", "sum"),
-    ("io_wait_sum", "float8", "sum"), ("io_wait_samples", "int4", "sum"), ("host_cpu_sum", "float8", "sum"),
-    ("host_cpu_samples", "int4", "sum"), ("tensor_sum", "float8", "sum"), ("tensor_samples", "int4", "sum"),
+    ("mem_total_mib", "float8", "max"), ("power_sum", "float8", "sum"), ("power_samples", "int4", "sum"),
+    ("numa_mismatch_samples", "int4", "sum"), ("io_wait_sum", "float8", "sum"), ("io_wait_samples", "int4", "sum"),
+    ("host_cpu_sum", "float8", "sum"), ("host_cpu_samples", "int4", "sum"), ("tensor_sum", "float8", "sum"),
+    ("tensor_samples", "int4", "sum"),
 )  # fmt: skip
 HOUR_COLUMNS = tuple(name for name, _, _ in HOURS)
 HOUR_TYPES = tuple(kind for _, kind, _ in HOURS)
 GPU_HOUR_FOLDS = {
     "samples": "sum", "allocated_samples": "sum", "sm_samples": "sum", "idle_samples": "sum", "sm_sum": "sum",
-    "mem_used_max": "max",
-    "power_sum": "sum", "power_samples": "sum",
+    "mem_used_max": "max", "power_sum": "sum", "power_samples": "sum",
 }  # fmt: skip
 
 
