@@ -78,9 +78,14 @@ class KubernetesPods:
             return {}
         try:
             pods = json.loads(self.pods_file.read_text())
-        except (FileNotFoundError, ValueError):
+        except (OSError, ValueError):
             return {}
-        return {pod_job(p["namespace"], p["name"]): p for p in pods.values() if p.get("namespace") and p.get("name")}
+        entries = pods.values() if isinstance(pods, dict) else ()
+        return {
+            pod_job(str(p["namespace"]), str(p["name"])): p
+            for p in entries
+            if isinstance(p, dict) and p.get("namespace") and p.get("name")
+        }
 
     def describe(self, records: list[Record], now: datetime) -> list[JobRecord]:
         held = self._held()
@@ -118,7 +123,9 @@ class KubernetesPods:
         if seen is None:
             namespace, _, _ = job.partition("/")
             pod = facts.get(job, {})
-            labels = pod.get("labels") or {}
+            labels = (
+                {k: str(v) for k, v in (pod.get("labels") or {}).items()} if isinstance(pod.get("labels"), dict) else {}
+            )
             start = _time(pod.get("start_time")) or now
             record = JobRecord(
                 cluster=self.cluster, job_id=job, user=labels.get(USER_LABEL) or "unknown",
