@@ -52,7 +52,6 @@ class DcgmGpu:
     host: str | None
     mig_profile: str | None
     job_id: str | None
-    pod: tuple[str, str] | None = None  # (namespace, name) where the exporter attributes the GPU to a pod
     values: dict[str, float] = field(default_factory=dict)
 
 
@@ -62,10 +61,6 @@ def _job(labels: dict[str, str]) -> str | None:
     if labels.get("pod"):
         return f"{labels['namespace']}/{labels['pod']}" if labels.get("namespace") else labels["pod"]
     return None
-
-
-def _pod(labels: dict[str, str]) -> tuple[str, str] | None:
-    return (labels.get("namespace", ""), labels["pod"]) if labels.get("pod") else None
 
 
 def parse_page(text: str) -> list[DcgmGpu]:
@@ -87,10 +82,8 @@ def parse_page(text: str) -> list[DcgmGpu]:
                     host=labels.get("Hostname"),
                     mig_profile=labels.get("GPU_I_PROFILE"),
                     job_id=_job(labels),
-                    pod=_pod(labels),
                 )
             gpu.job_id = gpu.job_id or _job(labels)
-            gpu.pod = gpu.pod or _pod(labels)
             name, factor = METRICS[metric.name]
             gpu.values[name] = metric.value * factor
     return list(gpus.values())
