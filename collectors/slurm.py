@@ -19,7 +19,7 @@ import re
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -64,19 +64,21 @@ def _tres_gpus(items: list[dict[str, Any]]) -> int:
     return sum(int(t["count"]) for t in items or [] if t.get("type") == "gres" and t.get("name", "").startswith("gpu"))
 
 
-def gpus_of(job: dict[str, Any]) -> int | None:
-    """The job's GPUs from the first field that accounts them; None where none does (unknown, not 0)."""
+def _gpu_counts(job: dict[str, Any]) -> Iterator[int]:
+    """The job's GPU count as each field accounts it, most trusted first (0 where a field does not)."""
     tres = job.get("tres") if isinstance(job.get("tres"), dict) else {}
-    counts = (
-        lambda: _tres_gpus(tres.get("allocated", [])),  # sacct, where the cluster accounts gres/gpu
-        lambda: sum(_gres_count(d.split("(")[0]) for d in job.get("gres_detail") or []),  # "gpu:h100:4(IDX:0-3)"
-        lambda: _gres_count(job.get("tres_alloc_str", "")),
-        lambda: _gres_count(job.get("tres_per_job", "")),
-        lambda: _gres_count(job.get("tres_per_node", "")) * (_number(job.get("node_count")) or 1),
-        lambda: _tres_gpus(tres.get("requested", [])),
-        lambda: _gres_count(job.get("used_gres", "")),
-    )
-    return next((n for count in counts if (n := count()) > 0), None)
+    yield _tres_gpus(tres.get("allocated", []))  # sacct, where the cluster accounts gres/gpu
+    yield sum(_gres_count(d.split("(")[0]) for d in job.get("gres_detail") or [])  # squeue: "gpu:h100:4(IDX:0-3)"
+    yield _gres_count(job.get("tres_alloc_str", ""))
+    yield _gres_count(job.get("tres_per_job", ""))
+    yield _gres_count(job.get("tres_per_node", "")) * (_number(job.get("node_count")) or 1)
+    yield _tres_gpus(tres.get("requested", []))
+    yield _gres_count(job.get("used_gres", ""))
+
+
+def gpus_of(job: dict[str, Any]) -> int | None:
+    """The job's GPUs from the first field that accounts them; None where none does (unknown, never 0)."""
+    return next((n for n in _gpu_counts(job) if n > 0), None)
 
 
 def _state(job: dict[str, Any]) -> JobState:
