@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import BinaryIO
 
-from collectors.records import Record, SampleRecord, encode, new_batch
+from collectors.records import Record, encode, new_batch
 from collectors.sender import BatchRefused, Sender, SendFailed
 from collectors.sources import Source
 from collectors.spool import Spool
@@ -41,7 +41,7 @@ class Agent:
     def __init__(
         self, *, source: Source, collector: str, sender: Sender | None = None, spool: Spool | None = None,
         interval: float = 60.0, batch_size: int = 5000, batch_seconds: float = 60.0, report_seconds: float = 300.0,
-        jobs: Callable[[set[str]], list[Record]] | None = None, dry_run: BinaryIO | None = None,
+        jobs: Callable[[list[Record], datetime], list[Record]] | None = None, dry_run: BinaryIO | None = None,
         clock: Callable[[], float] = time.monotonic, now: Callable[[], datetime] = lambda: datetime.now(UTC),
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:  # fmt: skip
@@ -57,10 +57,10 @@ class Agent:
 
     # -- one round -------------------------------------------------------------------------------
     def sample(self) -> None:
-        records = self.source.read(self.now())
-        if self.jobs is not None:
-            seen = {r.job_id for r in records if isinstance(r, SampleRecord) and r.job_id is not None}
-            records = [*self.jobs(seen), *records]
+        now = self.now()
+        records = self.source.read(now)
+        if self.jobs is not None:  # job records for what the samples show (and ids for samples only they know)
+            records = [*self.jobs(records, now), *records]
         self.take(records)
 
     def take(self, records: Iterable[Record]) -> None:

@@ -11,12 +11,14 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from collectors.agent import Agent
 from collectors.host import Host
 from collectors.jobs import MAPPERS, build_mapping
+from collectors.records import JobRecord, Record
 from collectors.sender import Sender
 from collectors.sources import NAMES, SourceConfig, SourceUnavailable, source_open
 from collectors.spool import Spool
@@ -66,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     option("--job-env", default="GPU_COLLECTOR_JOB", help="label mapper: the environment variable naming the job")
     option("--k8s-pods-file", help="kubernetes mapper: JSON of pod uid -> namespace, name, labels")
     option("--slurm-jobs", action="store_true", help="send job records from sacct/squeue for the jobs seen")
+    option("--slurm-rest", help="read those job records from slurmrestd at this URL (token in SLURM_JWT)")
+    option("--slurm-rest-version", default="v0.0.43", help="slurmrestd's data_parser version in its paths")
+    option("--k8s-jobs", action="store_true", help="send a job record for each pod seen holding GPUs")
+    option("--k8s-pod-resources", help="kubelet pod-resources socket, e.g. /var/lib/kubelet/pod-resources/kubelet.sock")
     option("--proc", default="/proc", help="root of /proc (a host mount in a container)")
     option("--sys", default="/sys", help="root of /sys")
     option("--once", action="store_true", help="read once, send, and exit")
@@ -92,18 +98,34 @@ def build_agent(args: argparse.Namespace) -> Agent:
         cluster=args.cluster, node=args.node, mapping=mapping, host=host, gpus=args.gpus, dcgm_url=args.dcgm_url
     )
     source = source_open(args.source, config)
-    jobs = None
-    if args.slurm_jobs:
-        from collectors.slurm import SlurmJobs
-
-        jobs = SlurmJobs(cluster=args.cluster)
     sender = None if args.dry_run else Sender(args.server, args.token)
     spool = Spool(Path(args.spool), max_bytes=int(args.spool_max_mb * 1024 * 1024)) if args.spool else None
     return Agent(
         source=source, collector=f"{args.source}@{args.node}", sender=sender, spool=spool, interval=args.interval,
-        batch_size=args.batch_size, batch_seconds=args.batch_seconds, report_seconds=args.report_seconds, jobs=jobs,
-        dry_run=sys.stdout.buffer if args.dry_run else None,
+        batch_size=args.batch_size, batch_seconds=args.batch_seconds, report_seconds=args.report_seconds,
+        jobs=build_describers(args), dry_run=sys.stdout.buffer if args.dry_run else None,
     )  # fmt: skip
+
+
+def build_describers(args: argparse.Namespace) -> Callable[[list[Record], datetime], list[Record]] | None:
+    """The sources of job records, pods first (they give job ids to the samples of GPUs they hold)."""
+    describers: list[Callable[[list[Record], datetime], list[JobRecord]]] = []
+    if args.k8s_jobs or args.k8s_pod_resources:
+        from collectors.podresources import PodResources
+        from collectors.pods import KubernetesPods
+
+        lister = PodResources(args.k8s_pod_resources) if args.k8s_pod_resources else None
+        describers.append(
+            KubernetesPods(cluster=args.cluster, pod_resources=lister, pods_file=args.k8s_pods_file).describe
+        )
+    if args.slurm_jobs or args.slurm_rest:
+        from collectors.slurm import SlurmJobs, SlurmRest, jobs_read
+
+        read = SlurmRest(args.slurm_rest, version=args.slurm_rest_version).jobs_read if args.slurm_rest else jobs_read
+        describers.append(SlurmJobs(cluster=args.cluster, read=read).describe)
+    if not describers:
+        return None
+    return lambda records, now: [job for describe in describers for job in describe(records, now)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,7 +68,7 @@ class JobRecord(msgspec.Struct, tag_field="kind", tag="job", forbid_unknown_fiel
     job_id: Name
     user: Name
     project: Name
-    gpus: GpuCount
+    gpus: GpuCount | None  # null: the source does not know the count
     submit_time: UtcTime
     team: Name | None = None
     gpu_model: Name | None = None
@@ -96,9 +96,10 @@ class SampleRecord(
     gpu_index: GpuIndex
     gpu_model: Name
     ts: UtcTime
-    sm_util: Percent
-    mem_used_mib: MiB
-    mem_total_mib: TotalMiB
+    # Every metric may be unknown (null): a trimmed exporter, a GPU that does not report it. Never zero instead.
+    sm_util: Percent | None = None
+    mem_used_mib: MiB | None = None
+    mem_total_mib: TotalMiB | None = None
     job_id: Name | None = None
     power_w: Watts | None = None
     gpu_numa_node: NumaNode | None = None
@@ -114,7 +115,7 @@ class SampleRecord(
     io_wait: Percent | None = None
 
     def __post_init__(self) -> None:
-        if self.mem_used_mib > self.mem_total_mib:
+        if self.mem_used_mib is not None and self.mem_total_mib is not None and self.mem_used_mib > self.mem_total_mib:
             raise ValueError("mem_used_mib: is larger than mem_total_mib")
 
 

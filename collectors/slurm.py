@@ -2,19 +2,30 @@
 
 The account becomes the record's project; which team an account belongs to is the server's project
 mapping, never guessed here. GPU counts come from the allocated TRES where Slurm accounts `gres/gpu`,
-else from the job's gres (squeue's gres_detail, or the per-job/per-node TRES request).
+else from the job's gres (squeue's gres_detail, or the per-job/per-node TRES request); where the JSON
+accounts none of them (sacct on a cluster without `gres/gpu` accounting) the count is unknown (None),
+never 0, and the server keeps the count an earlier record knew.
+
+The same JSON comes from the commands (`squeue --json`, `sacct --json`) or from slurmrestd over HTTP
+(`SlurmRest`, the schema of the same data_parser version).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from collectors.records import JobRecord, JobState
+import msgspec
+
+from collectors.records import JobRecord, JobState, Record, SampleRecord
 
 STATES: dict[str, JobState] = {
     "PENDING": "pending", "REQUEUED": "pending", "REQUEUE_HOLD": "pending", "REQUEUE_FED": "pending",
@@ -24,6 +35,8 @@ STATES: dict[str, JobState] = {
     "CANCELLED": "cancelled", "REVOKED": "cancelled", "TIMEOUT": "timeout", "PREEMPTED": "preempted",
     "NODE_FAIL": "node_fail", "OUT_OF_MEMORY": "out_of_memory",
 }  # fmt: skip
+_SLURM_ID = re.compile(r"^\d+(?:[_+]\d+)?$")  # 4746, an array task 4746_3, a het component 4746+0
+log = logging.getLogger("gpu-collector")
 _GRES_GPU = re.compile(r"(?:^|,)(?:gres/)?gpu(?::[^:,()]+)?[:=](\d+)")
 
 
@@ -51,21 +64,21 @@ def _tres_gpus(items: list[dict[str, Any]]) -> int:
     return sum(int(t["count"]) for t in items or [] if t.get("type") == "gres" and t.get("name", "").startswith("gpu"))
 
 
-def gpus_of(job: dict[str, Any]) -> int:
-    tres = job.get("tres")
-    if isinstance(tres, dict) and (count := _tres_gpus(tres.get("allocated", []))):
-        return count  # sacct, where the cluster accounts gres/gpu
-    if detail := job.get("gres_detail"):
-        return sum(_gres_count(d.split("(")[0]) for d in detail)  # squeue: "gpu:h100:4(IDX:0-3)" per node
-    if count := _gres_count(job.get("tres_alloc_str", "")):
-        return count
-    if count := _gres_count(job.get("tres_per_job", "")):
-        return count
-    if count := _gres_count(job.get("tres_per_node", "")):
-        return count * (_number(job.get("node_count")) or 1)
-    if isinstance(tres, dict) and (count := _tres_gpus(tres.get("requested", []))):
-        return count
-    return _gres_count(job.get("used_gres", ""))
+def _gpu_counts(job: dict[str, Any]) -> Iterator[int]:
+    """The job's GPU count as each field accounts it, most trusted first (0 where a field does not)."""
+    tres = job.get("tres") if isinstance(job.get("tres"), dict) else {}
+    yield _tres_gpus(tres.get("allocated", []))  # sacct, where the cluster accounts gres/gpu
+    yield sum(_gres_count(d.split("(")[0]) for d in job.get("gres_detail") or [])  # squeue: "gpu:h100:4(IDX:0-3)"
+    yield _gres_count(job.get("tres_alloc_str", ""))
+    yield _gres_count(job.get("tres_per_job", ""))
+    yield _gres_count(job.get("tres_per_node", "")) * (_number(job.get("node_count")) or 1)
+    yield _tres_gpus(tres.get("requested", []))
+    yield _gres_count(job.get("used_gres", ""))
+
+
+def gpus_of(job: dict[str, Any]) -> int | None:
+    """The job's GPUs from the first field that accounts them; None where none does (unknown, never 0)."""
+    return next((n for n in _gpu_counts(job) if n > 0), None)
 
 
 def _state(job: dict[str, Any]) -> JobState:
@@ -108,9 +121,14 @@ def parse(text: str, *, cluster: str | None = None) -> list[JobRecord]:
 
 
 def merge(accounted: list[JobRecord], queued: list[JobRecord]) -> list[JobRecord]:
-    """sacct knows finished jobs, squeue knows live ones best (its gres); squeue's view wins where both have a job."""
+    """sacct knows finished jobs, squeue knows live ones best (its gres); squeue's view wins where both have a job,
+    and a count one of them knows fills in for the other's unknown one."""
     jobs = {(j.cluster, j.job_id): j for j in accounted}
-    jobs.update({(j.cluster, j.job_id): j for j in queued})
+    for job in queued:
+        other = jobs.get((job.cluster, job.job_id))
+        if job.gpus is None and other is not None and other.gpus is not None:
+            job = msgspec.structs.replace(job, gpus=other.gpus)
+        jobs[(job.cluster, job.job_id)] = job
     return list(jobs.values())
 
 
@@ -134,8 +152,56 @@ def jobs_read(job_ids: list[str], *, cluster: str | None = None) -> list[JobReco
     return merge(accounted, queued)
 
 
+class SlurmRest:
+    """slurmrestd: the same two views over HTTP (slurmctld's live jobs, slurmdbd's accounted ones), one GET each
+    per job, authenticated with a JWT (`scontrol token`) from SLURM_JWT and the user name from SLURM_USER_NAME
+    (else USER)."""
+
+    def __init__(
+        self, url: str, *, version: str = "v0.0.43", timeout: float = 30.0, environ: Mapping[str, str] = os.environ
+    ) -> None:
+        self.url, self.version, self.timeout = url.rstrip("/"), version, timeout
+        self.headers = {"Accept": "application/json"}
+        if token := environ.get("SLURM_JWT"):
+            self.headers["X-SLURM-USER-TOKEN"] = token
+        if user := environ.get("SLURM_USER_NAME") or environ.get("USER"):
+            self.headers["X-SLURM-USER-NAME"] = user
+
+    def get(self, path: str) -> str | None:
+        """The JSON at `path`, or None where slurmrestd does not know the job (gone from slurmctld, or new)."""
+        request = urllib.request.Request(f"{self.url}/{path}", headers=self.headers)  # noqa: S310 - operator's URL
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                return response.read().decode()
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                raise SlurmError(f"slurmrestd refused {path} ({exc.code}): is SLURM_JWT set and valid?") from None
+            return None
+        except (urllib.error.URLError, OSError) as exc:
+            raise SlurmError(f"slurmrestd at {self.url}: {exc}") from None
+
+    def _jobs(self, path: str, cluster: str | None) -> list[JobRecord]:
+        text = self.get(path)
+        if text is None:
+            return []
+        try:
+            return parse(text, cluster=cluster)
+        except SlurmError as exc:  # e.g. "Invalid job id specified" for a job this daemon does not hold
+            log.debug("slurmrestd: %s: %s", path, exc)
+            return []
+
+    def jobs_read(self, job_ids: list[str], *, cluster: str | None = None) -> list[JobRecord]:
+        queued: list[JobRecord] = []
+        accounted: list[JobRecord] = []
+        for job_id in sorted(job_ids):
+            queued += self._jobs(f"slurm/{self.version}/job/{job_id}", cluster)
+            accounted += self._jobs(f"slurmdb/{self.version}/job/{job_id}", cluster)
+        return merge(accounted, queued)
+
+
 class SlurmJobs:
-    """Job records for the jobs the agent's samples name: every `every` seconds, one sacct and one squeue."""
+    """Job records for the jobs the agent's samples name: every `every` seconds, one sacct and one squeue (or
+    their slurmrestd equivalents)."""
 
     def __init__(self, *, cluster: str | None, every: float = 300.0, read=jobs_read, clock=None) -> None:
         import time
@@ -154,8 +220,14 @@ class SlurmJobs:
         try:
             records = self.read(sorted(self.known), cluster=self.cluster)
         except SlurmError as exc:
-            logging.getLogger("gpu-collector").warning("slurm: %s; job records wait for the next round", exc)
+            log.warning("slurm: %s; job records wait for the next round", exc)
             return []
         # A finished job is reported once more (its end and state) and then forgotten.
         self.known -= {r.job_id for r in records if r.end_time is not None}
         return records
+
+    def describe(self, records: list[Record], now: datetime) -> list[JobRecord]:
+        """The agent's hook: the Slurm job ids the round's samples name (not pods' `namespace/pod`)."""
+        return self(
+            {r.job_id for r in records if isinstance(r, SampleRecord) and r.job_id and _SLURM_ID.match(r.job_id)}
+        )

@@ -1,7 +1,8 @@
 """Kubernetes: the pod uid in the process's cgroup path, named through a pods file where one is configured.
 
-The pods file is JSON, {"<pod uid>": {"namespace": "...", "name": "...", "labels": {...}}}, as written by
-a sidecar or an init step from the API (`kubectl get pods -o json` reshaped); without it the job is the pod uid.
+The pods file is JSON, {"<pod uid>": {"namespace": "...", "name": "...", "labels": {...}, "start_time": "..."}},
+as written by a sidecar or an init step from the API (`kubectl get pods -o json` reshaped); without it the job
+is the pod uid. collectors/pods.py reads the same file for the pods' labels and start times.
 """
 
 from __future__ import annotations

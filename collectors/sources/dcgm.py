@@ -1,8 +1,10 @@
 """dcgm-exporter: scrape its /metrics page (Prometheus text, parsed by prometheus_client) into samples.
 
 Jobs come from the exporter's own labels: `hpc_job` (set by DCGM's HPC job mapping), else the pod it
-attributes the GPU to (`namespace/pod`, as the Kubernetes mapper names pods). A series without SM activity
-or without memory figures cannot make a valid sample and is left out (logged once).
+attributes the GPU to (`namespace/pod`, as the Kubernetes mapper names pods). Every GPU and MIG instance on
+the page is sampled with whatever it shows: users trim dcgm-exporter's counters file, and a metric left out
+is unknown (null) on the sample, never a reason to drop the GPU. SM activity is the profiling SM_ACTIVE
+where collected, else GPU_UTIL, else (MIG instances, which have no GPU_UTIL) GR_ENGINE_ACTIVE.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ MIB = 1024 * 1024
 
 # metric -> (reading key, factor to the record's unit). PROF ratios are 0-1, record percentages 0-100.
 METRICS: dict[str, tuple[str, float]] = {
+    "DCGM_FI_PROF_SM_ACTIVE": ("sm_active", 100.0),
     "DCGM_FI_DEV_GPU_UTIL": ("gpu_util", 1.0),
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gr_active", 100.0),
     "DCGM_FI_DEV_MEM_COPY_UTIL": ("mem_util", 1.0),
@@ -86,12 +89,15 @@ def parse_page(text: str) -> list[DcgmGpu]:
     return list(gpus.values())
 
 
-def sample_of(gpu: DcgmGpu, *, cluster: str, node: str, now: datetime) -> SampleRecord | None:
+def _percent(value: float | None) -> float | None:
+    return None if value is None else min(max(value, 0.0), 100.0)
+
+
+def sample_of(gpu: DcgmGpu, *, cluster: str, node: str, now: datetime) -> SampleRecord:
     v = gpu.values
-    sm = v.get("gpu_util", v.get("gr_active"))
-    if sm is None or "fb_used" not in v or "fb_free" not in v:
-        return None
-    total = v["fb_used"] + v["fb_free"] + v.get("fb_reserved", 0.0)
+    sm = next((v[k] for k in ("sm_active", "gpu_util", "gr_active") if k in v), None)
+    used = v.get("fb_used")
+    total = used + v["fb_free"] + v.get("fb_reserved", 0.0) if used is not None and "fb_free" in v else None
     nvlink = [v[k] for k in ("nvlink_tx", "nvlink_rx") if k in v]
     return SampleRecord(
         cluster=cluster,
@@ -101,14 +107,14 @@ def sample_of(gpu: DcgmGpu, *, cluster: str, node: str, now: datetime) -> Sample
         gpu_model=gpu.model,
         ts=now,
         job_id=gpu.job_id,
-        sm_util=min(max(sm, 0.0), 100.0),
-        mem_used_mib=v["fb_used"],
-        mem_total_mib=total,
+        sm_util=_percent(sm),
+        mem_used_mib=used,
+        mem_total_mib=total or None,
         power_w=v.get("power_w"),
         mig_profile=gpu.mig_profile,
-        mem_util=v.get("mem_util"),
-        tensor_active=v.get("tensor_active"),
-        dram_active=v.get("dram_active"),
+        mem_util=_percent(v.get("mem_util")),
+        tensor_active=_percent(v.get("tensor_active")),
+        dram_active=_percent(v.get("dram_active")),
         pcie_rx_mibps=v.get("pcie_rx_mibps"),
         pcie_tx_mibps=v.get("pcie_tx_mibps"),
         nvlink_mibps=sum(nvlink) if nvlink else None,
@@ -120,7 +126,6 @@ class DcgmSource:
 
     def __init__(self, *, cluster: str, node: str, url: str, timeout: float = 10.0) -> None:
         self.cluster, self.node, self.url, self.timeout = cluster, node, url, timeout
-        self.warned: set[str] = set()
 
     @classmethod
     def open(cls, config: SourceConfig) -> DcgmSource:
@@ -139,15 +144,7 @@ class DcgmSource:
         return [] if text is None else self.records(text, now)
 
     def records(self, text: str, now: datetime) -> list[Record]:
-        records: list[Record] = []
-        for gpu in parse_page(text):
-            sample = sample_of(gpu, cluster=self.cluster, node=self.node, now=now)
-            if sample is not None:
-                records.append(sample)
-            elif gpu.uuid not in self.warned:
-                self.warned.add(gpu.uuid)
-                log.warning("dcgm: %s lacks SM activity or FB_USED/FB_FREE on the page; not sampled", gpu.uuid)
-        return records
+        return [sample_of(gpu, cluster=self.cluster, node=self.node, now=now) for gpu in parse_page(text)]
 
     def close(self) -> None:
         pass

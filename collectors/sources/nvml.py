@@ -1,9 +1,9 @@
 """NVML (pynvml): every GPU of the node, each MIG instance as a GPU of its own, processes mapped to jobs.
 
 What a GPU does not support (utilisation under MIG, GPM before Hopper, PCIe counters on some boards)
-raises NVMLError_NotSupported; that field is left out, never guessed. A MIG slot that holds no instance
-raises NVMLError_NotFound. A process that exits between NVML listing it and /proc being read maps to
-no job and takes nothing else down.
+raises NVMLError_NotSupported; that field is sent as unknown (null), never guessed, and the GPU is still
+sampled. A MIG slot that holds no instance raises NVMLError_NotFound. A process that exits between NVML
+listing it and /proc being read maps to no job and takes nothing else down.
 """
 
 from __future__ import annotations
@@ -172,11 +172,9 @@ class NvmlSource:
         self, index: int, uuid: str, facts: GpuFacts, profile: str | None, reading: Reading, processes: list,
         now: datetime,
     ) -> SampleRecord | None:  # fmt: skip
-        if reading.sm_util is None:
-            if uuid not in self.warned:
-                self.warned.add(uuid)
-                log.warning("nvml: %s reports no SM utilisation (no GPM on this GPU?); it is not sampled", uuid)
-            return None
+        if reading.sm_util is None and uuid not in self.warned:
+            self.warned.add(uuid)
+            log.warning("nvml: %s reports no SM utilisation (no GPM on this GPU?); its SM is sent as unknown", uuid)
         job_id, cpu_nodes = self._job(processes)
         return SampleRecord(
             cluster=self.cluster,
@@ -186,7 +184,7 @@ class NvmlSource:
             gpu_model=facts.name,
             ts=now,
             job_id=job_id,
-            sm_util=min(reading.sm_util, 100.0),
+            sm_util=None if reading.sm_util is None else min(reading.sm_util, 100.0),
             mem_used_mib=round(min(reading.mem_used_mib, reading.mem_total_mib), 1),
             mem_total_mib=round(reading.mem_total_mib, 1),
             power_w=reading.power_w,

@@ -81,15 +81,20 @@ class HourUse:
     sm: float = 0.0
     power: float = 0.0
     power_samples: int = 0
+    sm_samples: int = 0
 
 
 @dataclass(slots=True)
 class Use:
+    """A job's rollups over a day. Shares are of the samples that knew the GPU's SM: an unknown SM is neither
+    used nor idle."""
+
     samples: int = 0
     idle: int = 0
     sm: float = 0.0
     power: float = 0.0
     power_samples: int = 0
+    sm_samples: int = 0
 
     def add(self, h: HourUse) -> None:
         self.samples += h.samples
@@ -97,14 +102,15 @@ class Use:
         self.sm += h.sm or 0.0
         self.power += h.power or 0.0
         self.power_samples += h.power_samples
+        self.sm_samples += h.sm_samples
 
     def shares(self) -> tuple[Decimal, Decimal, Decimal | None]:
         """(used share, idle share, mean power in kW or None) of the sampled time."""
-        if not self.samples:
-            return ZERO, ZERO, None
-        used = Decimal(repr(self.sm)) / self.samples / 100
-        idle = Decimal(self.idle) / self.samples
         kw = Decimal(repr(self.power)) / self.power_samples / 1000 if self.power_samples else None
+        if not self.sm_samples:
+            return ZERO, ZERO, kw
+        used = Decimal(repr(self.sm)) / self.sm_samples / 100
+        idle = Decimal(self.idle) / self.sm_samples
         return min(max(used, ZERO), Decimal(1)), min(idle, Decimal(1)), kw
 
 

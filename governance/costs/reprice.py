@@ -187,6 +187,7 @@ def _hour_use(jobs: dict[int, JobFacts], job_days: dict[int, set[date]]) -> dict
             sm=Sum("sm_sum"),
             power=Sum("power_sum"),
             power_samples=Sum("power_samples"),
+            sm_samples=Sum("sm_samples"),
         )
         .order_by()
     )
@@ -204,6 +205,7 @@ def _hour_use(jobs: dict[int, JobFacts], job_days: dict[int, set[date]]) -> dict
                     r["sm"] or 0.0,
                     r["power"] or 0.0,
                     r["power_samples"] or 0,
+                    r["sm_samples"] or 0,
                 )
             )
     return out

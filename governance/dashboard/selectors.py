@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Count, F, FloatField, Q, QuerySet, Sum
-from django.db.models.functions import Cast, TruncDay, TruncHour
+from django.db.models.functions import Cast, NullIf, TruncDay, TruncHour
 
 from governance.costs.pricing import rate_at
 from governance.costs.selectors import UNATTRIBUTED, TeamCharge, chargeback_months
@@ -46,7 +46,7 @@ class JobWaste:
     job: str
     team: str
     user: str
-    gpus: int
+    gpus: int | None
     idle_gpu_hours: float
     idle_cost: Decimal
     currency: str
@@ -91,7 +91,7 @@ def cluster_utilisation(*, start: datetime, end: datetime, cluster_id: int | Non
         rows = rows.filter(gpu__cluster_id=cluster_id)
     rows = (
         rows.values("hour")
-        .annotate(used=Sum(F("sm_sum") / Cast("samples", FloatField()) / 100.0), capacity=Count("id"))
+        .annotate(used=Sum(F("sm_sum") / Cast(NullIf("sm_samples", 0), FloatField()) / 100.0), capacity=Count("id"))
         .order_by("hour")
     )
     return [UtilisationHour(r["hour"], float(r["used"] or 0.0), float(r["capacity"])) for r in rows]
@@ -191,7 +191,7 @@ def gpu_grid(*, cluster_id: int, start: datetime, end: datetime) -> GpuGrid:
         GpuHour.objects.filter(gpu__cluster_id=cluster_id, hour__gte=start, hour__lt=end, samples__gt=0)
         .annotate(bucket=bucket)
         .values("gpu__node__name", "gpu__index", "bucket")
-        .annotate(sm=Sum("sm_sum"), n=Sum("samples"))
+        .annotate(sm=Sum("sm_sum"), n=Sum("sm_samples"))
         .order_by()
     )
     columns: list[datetime] = []
@@ -204,7 +204,7 @@ def gpu_grid(*, cluster_id: int, start: datetime, end: datetime) -> GpuGrid:
     for r in rows:
         label = f"{r['gpu__node__name']}:{r['gpu__index']}"
         cells = grid.setdefault(label, [None] * len(columns))
-        cells[position[r["bucket"]]] = r["sm"] / r["n"]
+        cells[position[r["bucket"]]] = r["sm"] / r["n"] if r["n"] else None  # SM unknown: a blank cell
     labels = sorted(grid, key=_node_order)
     return GpuGrid(rows=labels, columns=columns, values=[grid[label] for label in labels], step=step)
 

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Count, F, Max, QuerySet, Sum
+from django.db.models.functions import NullIf
 from django.utils import timezone
 
 from governance.costs.models import Charge
@@ -24,6 +25,7 @@ from governance.usage.models import GpuHour, Job, JobGpuHour
 HOUR_FIELDS = (
     "hour", "samples", "idle_samples", "sm_sum", "sm_max", "sm_sq_sum", "mem_used_max", "mem_total_mib", "power_sum",
     "power_samples", "numa_mismatch_samples", "io_wait_sum", "io_wait_samples", "host_cpu_sum", "host_cpu_samples",
+    "sm_samples",
 )  # fmt: skip
 GPU_FIELDS = ("gpu_id", "gpu__node__name", "gpu__index", "gpu__model", "gpu__memory_total_mib", "gpu__numa_node",
               "gpu__mig_profile")  # fmt: skip
@@ -63,7 +65,7 @@ def job_summaries(*, job_ids: Iterable[int], now: datetime | None = None) -> lis
         row["gpu__cluster_id"]: row["sm"] / row["n"]
         for row in GpuHour.objects.filter(gpu__cluster_id__in=cluster_ids, hour__gte=now - CLUSTER_MEAN_WINDOW)
         .values("gpu__cluster_id")
-        .annotate(sm=Sum("sm_sum"), n=Sum("samples"))
+        .annotate(sm=Sum("sm_sum"), n=Sum("sm_samples"))
         if row["n"]
     }
     return [
@@ -152,7 +154,15 @@ def job_gpu_timeline(*, job: Job) -> list[dict]:
         JobGpuHour.objects.filter(job=job)
         .order_by("gpu__node__name", "gpu__index", "hour")
         .values(
-            "hour", "samples", "sm_sum", "mem_used_max", "power_sum", "power_samples", "gpu__node__name", "gpu__index"
+            "hour",
+            "samples",
+            "sm_samples",
+            "sm_sum",
+            "mem_used_max",
+            "power_sum",
+            "power_samples",
+            "gpu__node__name",
+            "gpu__index",
         )
     )
 
@@ -164,7 +174,7 @@ def cluster_hours(*, cluster_id: int, start: datetime, end: datetime) -> list[di
         .values("hour")
         .annotate(
             gpus=Count("gpu_id"),
-            used=Sum(F("sm_sum") / F("samples") / 100.0),
+            used=Sum(F("sm_sum") / NullIf(F("sm_samples"), 0) / 100.0),
             idle=Sum(F("idle_samples") * 1.0 / F("samples")),
         )
         .order_by("hour")

@@ -19,10 +19,10 @@ class HourStat:
     samples: int
     idle_samples: int
     sm_sum: float
-    sm_max: float
+    sm_max: float | None
     sm_sq_sum: float
-    mem_used_max: float
-    mem_total_mib: float
+    mem_used_max: float | None  # None: no sample of the hour knew its memory
+    mem_total_mib: float | None
     power_sum: float = 0.0
     power_samples: int = 0
     numa_mismatch_samples: int = 0
@@ -30,16 +30,21 @@ class HourStat:
     io_wait_samples: int = 0
     host_cpu_sum: float = 0.0
     host_cpu_samples: int = 0
+    sm_samples: int | None = None  # samples that knew SM; None: all of them did
+
+    @property
+    def sm_known(self) -> int:
+        return self.samples if self.sm_samples is None else self.sm_samples
 
     @property
     def sm_mean(self) -> float:
-        return self.sm_sum / self.samples if self.samples else 0.0
+        return self.sm_sum / self.sm_known if self.sm_known else 0.0
 
     @property
     def sm_std(self) -> float:
-        if not self.samples:
+        if not self.sm_known:
             return 0.0
-        return sqrt(max(self.sm_sq_sum / self.samples - self.sm_mean**2, 0.0))
+        return sqrt(max(self.sm_sq_sum / self.sm_known - self.sm_mean**2, 0.0))
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,7 @@ class GpuSummary:
     node: str
     index: int
     model: str
-    memory_total_mib: float
+    memory_total_mib: float | None
     numa_node: int | None = None
     mig_profile: str = ""
     hours: tuple[HourStat, ...] = ()
@@ -64,13 +69,21 @@ class GpuSummary:
         return sum(h.idle_samples for h in self.hours)
 
     @property
+    def sm_known(self) -> int:
+        return sum(h.sm_known for h in self.hours)
+
+    @property
     def sm_mean(self) -> float:
-        n = self.samples
+        n = self.sm_known
         return sum(h.sm_sum for h in self.hours) / n if n else 0.0
 
     @property
+    def mem_known(self) -> bool:
+        return any(h.mem_used_max is not None for h in self.hours)
+
+    @property
     def mem_peak_mib(self) -> float:
-        return max((h.mem_used_max for h in self.hours), default=0.0)
+        return max((h.mem_used_max for h in self.hours if h.mem_used_max is not None), default=0.0)
 
     @property
     def numa_mismatch_samples(self) -> int:
@@ -84,7 +97,7 @@ class JobSummary:
     job_id: int
     external_id: str
     cluster: str
-    gpus_requested: int
+    gpus_requested: int | None  # None: no source knows the count; the GPUs seen stand for it
     gpu_model: str
     start: datetime
     end: datetime
@@ -108,16 +121,25 @@ class JobSummary:
 
     @property
     def gpu_count(self) -> int:
-        return max(self.gpus_requested, len(self.gpus))
+        return max(self.gpus_requested or 0, len(self.gpus))
 
     @property
     def samples(self) -> int:
         return sum(g.samples for g in self.gpus)
 
     @property
+    def sm_known(self) -> int:
+        """Samples that knew SM: a job none of whose samples did has an unknown SM, never an idle one."""
+        return sum(g.sm_known for g in self.gpus)
+
+    @property
     def sm_mean(self) -> float:
-        n = self.samples
+        n = self.sm_known
         return sum(h.sm_sum for g in self.gpus for h in g.hours) / n if n else 0.0
+
+    @property
+    def mem_known(self) -> bool:
+        return any(g.mem_known for g in self.gpus)
 
     @property
     def mem_peak_mib(self) -> float:
@@ -125,7 +147,10 @@ class JobSummary:
 
     @property
     def mem_total_mib(self) -> float:
-        return max((g.memory_total_mib for g in self.gpus), default=0.0)
+        """0.0 where no GPU's memory is known: the memory rules then stay silent."""
+        if not self.mem_known:
+            return 0.0
+        return max((g.memory_total_mib or 0.0 for g in self.gpus), default=0.0)
 
     @property
     def allocated_gpu_hours(self) -> float:

@@ -32,8 +32,8 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         GpuHourPoint(
             gpu=f"{row['gpu__node__name']}:{row['gpu__index']}",
             hour=row["hour"],
-            sm_percent=row["sm_sum"] / row["samples"] if row["samples"] else 0.0,
-            mem_gib=gib(row["mem_used_max"]),
+            sm_percent=row["sm_sum"] / row["sm_samples"] if row["sm_samples"] else None,
+            mem_gib=gib(row["mem_used_max"]) if row["mem_used_max"] is not None else None,
             power_w=row["power_sum"] / row["power_samples"] if row["power_samples"] else None,
         )
         for row in selectors.job_gpu_timeline(job=job)

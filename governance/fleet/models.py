@@ -44,7 +44,7 @@ class Gpu(models.Model):
     uuid = models.CharField(max_length=200)
     index = models.PositiveSmallIntegerField()
     model = models.CharField(max_length=200)
-    memory_total_mib = models.FloatField()
+    memory_total_mib = models.FloatField(null=True, blank=True, help_text="Null where no sample has told it.")
     numa_node = models.PositiveSmallIntegerField(null=True, blank=True)
     mig_profile = models.CharField(max_length=32, blank=True)
     first_seen_at = models.DateTimeField()

@@ -54,7 +54,7 @@ class GpuFacts(msgspec.Struct, array_like=True):
     node: str
     index: int
     model: str
-    mem_total_mib: float
+    mem_total_mib: float | None
     numa_node: int | None
     mig_profile: str
     first_seen: datetime

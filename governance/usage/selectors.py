@@ -49,7 +49,14 @@ def _per_bucket(hours: QuerySet, resolution: str, **more) -> QuerySet:
     return (
         hours.annotate(bucket=Trunc("hour", resolution, tzinfo=UTC))
         .values("bucket")
-        .annotate(rows=Count("id"), n=Sum("samples"), idle=Sum("idle_samples"), sm=Sum("sm_sum"), **more)
+        .annotate(
+            rows=Count("id"),
+            n=Sum("samples"),
+            sm_n=Sum("sm_samples"),
+            idle=Sum("idle_samples"),
+            sm=Sum("sm_sum"),
+            **more,
+        )
         .order_by("bucket")
     )
 
@@ -68,8 +75,8 @@ def job_usage_series(*, job: Job, resolution: str) -> list[UsagePoint]:
             start=r["bucket"],
             gpu_hours=r["rows"],
             samples=r["n"],
-            sm_mean=_ratio(r["sm"], r["n"]),
-            idle_share=_ratio(r["idle"], r["n"]),
+            sm_mean=_ratio(r["sm"], r["sm_n"]),
+            idle_share=_ratio(r["idle"], r["sm_n"]),
             mem_used_max_mib=r["mem"],
             power_mean_w=_ratio(r["power"], r["power_n"]),
         )
@@ -92,9 +99,9 @@ def cluster_utilisation_series(
             start=r["bucket"],
             gpus=r["gpus"],
             gpu_hours=r["rows"],
-            sm_mean=_ratio(r["sm"], r["n"]),
+            sm_mean=_ratio(r["sm"], r["sm_n"]),
             allocated_share=_ratio(r["allocated"], r["n"]),
-            idle_share=_ratio(r["idle"], r["n"]),
+            idle_share=_ratio(r["idle"], r["sm_n"]),
         )
         for r in rows
     ]

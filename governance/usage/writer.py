@@ -227,7 +227,8 @@ GPU_FACTS_NEWER = """UPDATE SET
     node_id = CASE WHEN {newer} THEN excluded.node_id ELSE fleet_gpu.node_id END,
     "index" = CASE WHEN {newer} THEN excluded."index" ELSE fleet_gpu."index" END,
     model = CASE WHEN {newer} THEN excluded.model ELSE fleet_gpu.model END,
-    memory_total_mib = CASE WHEN {newer} THEN excluded.memory_total_mib ELSE fleet_gpu.memory_total_mib END,
+    memory_total_mib = CASE WHEN {newer} AND excluded.memory_total_mib IS NOT NULL THEN excluded.memory_total_mib
+        ELSE fleet_gpu.memory_total_mib END,
     numa_node = CASE WHEN {newer} THEN excluded.numa_node ELSE fleet_gpu.numa_node END,
     mig_profile = CASE WHEN {newer} THEN excluded.mig_profile ELSE fleet_gpu.mig_profile END,
     first_seen_at = {least}(fleet_gpu.first_seen_at, excluded.first_seen_at),
@@ -297,10 +298,17 @@ def _merge_job(job: Job, rec: JobRecord, project_id: int | None) -> None:
     job.account = rec.project
     job.team_name = rec.team or job.team_name
     job.project_id = project_id or job.project_id
-    job.gpus = rec.gpus
+    # A count is known once a source declares one; a later record may change it (squeue while running, sacct at
+    # the end) but never unknown it: null or 0 from a source that does not account GPUs leaves it as it was.
+    if rec.gpus:
+        job.gpus = rec.gpus
+    elif job.gpus is None:
+        job.gpus = rec.gpus
     job.gpu_model = rec.gpu_model or job.gpu_model
     job.submit_time = rec.submit_time
-    job.start_time = rec.start_time or job.start_time
+    # The earliest start known wins: an agent restarted mid-pod sees the pod "first" again later, and moving the
+    # start forward would drop the hours before it from the bill.
+    job.start_time = min((t for t in (rec.start_time, job.start_time) if t is not None), default=None)
     # A replayed older record never reopens a job that has ended.
     if job.end_time is None or rec.end_time is not None:
         job.end_time = rec.end_time or job.end_time
@@ -470,37 +478,43 @@ INSERT_SAMPLES = (
 )
 
 # The batch's samples are aggregated once per (job, GPU, hour), unallocated samples under a NULL job; both
-# rollups are then folded from that handful of rows rather than from the samples again.
+# rollups are then folded from that handful of rows rather than from the samples again. A null SM counts in
+# `samples` (the GPU was there) but not in `sm_samples`, the SM mean's divisor, nor as idle: unknown, not 0.
 HOUR_STAGE = "usage_hour_stage"
 # Each column of that aggregate, its type, and how a rollup row takes in a later batch's value.
 HOURS = (
     ("job_id", "int8", None), ("gpu_id", "int8", None), ("hour", "timestamptz", None), ("samples", "int4", "sum"),
-    ("idle_samples", "int4", "sum"), ("sm_sum", "float8", "sum"), ("sm_max", "float8", "max"),
-    ("sm_sq_sum", "float8", "sum"), ("mem_used_max", "float8", "max"), ("mem_total_mib", "float8", "max"),
-    ("power_sum", "float8", "sum"), ("power_samples", "int4", "sum"), ("numa_mismatch_samples", "int4", "sum"),
-    ("io_wait_sum", "float8", "sum"), ("io_wait_samples", "int4", "sum"), ("host_cpu_sum", "float8", "sum"),
-    ("host_cpu_samples", "int4", "sum"), ("tensor_sum", "float8", "sum"), ("tensor_samples", "int4", "sum"),
+    ("sm_samples", "int4", "sum"), ("idle_samples", "int4", "sum"), ("sm_sum", "float8", "sum"),
+    ("sm_max", "float8", "max"), ("sm_sq_sum", "float8", "sum"), ("mem_used_max", "float8", "max"),
+    ("mem_total_mib", "float8", "max"), ("power_sum", "float8", "sum"), ("power_samples", "int4", "sum"),
+    ("numa_mismatch_samples", "int4", "sum"), ("io_wait_sum", "float8", "sum"), ("io_wait_samples", "int4", "sum"),
+    ("host_cpu_sum", "float8", "sum"), ("host_cpu_samples", "int4", "sum"), ("tensor_sum", "float8", "sum"),
+    ("tensor_samples", "int4", "sum"),
 )  # fmt: skip
 HOUR_COLUMNS = tuple(name for name, _, _ in HOURS)
 HOUR_TYPES = tuple(kind for _, kind, _ in HOURS)
 GPU_HOUR_FOLDS = {
-    "samples": "sum", "allocated_samples": "sum", "idle_samples": "sum", "sm_sum": "sum", "mem_used_max": "max",
-    "power_sum": "sum", "power_samples": "sum",
+    "samples": "sum", "allocated_samples": "sum", "sm_samples": "sum", "idle_samples": "sum", "sm_sum": "sum",
+    "mem_used_max": "max", "power_sum": "sum", "power_samples": "sum",
 }  # fmt: skip
 
 
 def _folded(table: str, folds: dict[str, str]) -> str:
-    """The SET list of a rollup upsert: sums add up, maxima keep the greater."""
+    """The SET list of a rollup upsert: sums add up, maxima keep the greater (an unknown maximum, null, gives way to
+    a known one; SQLite's max() of a null is null, hence the coalesces)."""
     return ",\n    ".join(
-        f"{c} = {table}.{c} + excluded.{c}" if how == "sum" else f"{c} = {{greatest}}({table}.{c}, excluded.{c})"
+        f"{c} = {table}.{c} + excluded.{c}"
+        if how == "sum"
+        else f"{c} = {{greatest}}(coalesce({table}.{c}, excluded.{c}), coalesce(excluded.{c}, {table}.{c}))"
         for c, how in folds.items()
     )
 
 
 AGGREGATE_HOURS = f"""
 INSERT INTO {HOUR_STAGE} ({", ".join(HOUR_COLUMNS)})
-SELECT {{job}}, {{gpu}}, {{hour}}, count(*), count(*) FILTER (WHERE sm_util < %(idle)s), sum(sm_util),
-    max(sm_util), sum(sm_util * sm_util), max(mem_used_mib), max(mem_total_mib), coalesce(sum(power_w), 0),
+SELECT {{job}}, {{gpu}}, {{hour}}, count(*), count(sm_util), count(*) FILTER (WHERE sm_util < %(idle)s),
+    coalesce(sum(sm_util), 0), max(sm_util), coalesce(sum(sm_util * sm_util), 0), max(mem_used_mib),
+    max(mem_total_mib), coalesce(sum(power_w), 0),
     count(power_w), count(*) FILTER (WHERE {{mismatch}}), coalesce(sum(io_wait), 0), count(io_wait),
     coalesce(sum(host_cpu_util), 0), count(host_cpu_util), coalesce(sum(tensor_active), 0), count(tensor_active)
 FROM {{stage}} GROUP BY {{job_key}}, {{gpu_key}}, {{hour}}
@@ -517,8 +531,8 @@ ON CONFLICT (job_id, gpu_id, hour) DO UPDATE SET
 
 UPSERT_GPU_HOURS = f"""
 INSERT INTO usage_gpuhour (gpu_id, hour, {", ".join(GPU_HOUR_FOLDS)})
-SELECT gpu_id, hour, sum(samples), sum(CASE WHEN job_id IS NULL THEN 0 ELSE samples END), sum(idle_samples),
-    sum(sm_sum), max(mem_used_max), sum(power_sum), sum(power_samples)
+SELECT gpu_id, hour, sum(samples), sum(CASE WHEN job_id IS NULL THEN 0 ELSE samples END), sum(sm_samples),
+    sum(idle_samples), sum(sm_sum), max(mem_used_max), sum(power_sum), sum(power_samples)
 FROM {HOUR_STAGE} GROUP BY gpu_id, hour ORDER BY gpu_id, hour
 ON CONFLICT (gpu_id, hour) DO UPDATE SET
     {_folded("usage_gpuhour", GPU_HOUR_FOLDS)}

@@ -63,3 +63,25 @@ def test_sigterm_flushes_what_was_read_into_the_spool_and_logs_the_counters(tmp_
     read = int(last.split("read=")[1].split()[0])
     assert read >= 4 and f"sent=0 spooled={read} dropped=0" in last
     assert len(list(spool.glob("*.batch.gz"))) == 1
+
+
+def test_the_dcgm_source_with_the_kubelet_describes_the_pods_it_sees(tmp_path):
+    from collectors.records import JobRecord
+    from tests.collectors.servers import kubelet_served, pages_served
+    from tests.collectors.test_dcgm import EKS, page
+    from tests.collectors.test_pods import GPU1
+
+    with kubelet_served(tmp_path) as (kubelet, socket), pages_served({"/metrics": page(EKS)}) as url:
+        kubelet.pods = [("ml", "trainer-0", {"nvidia.com/gpu": [GPU1]})]
+        result = collector(
+            "--source", "dcgm", "--dcgm-url", f"{url}/metrics", "--cluster", "eks", "--k8s-jobs",
+            "--k8s-pod-resources", socket, "--once", "--dry-run",
+        )  # fmt: skip
+
+    records = [decode_record_line(line) for line in result.stdout.splitlines()]
+    assert result.returncode == 0, result.stderr.decode()
+    assert sorted((r.job_id, r.project, r.gpus) for r in records if isinstance(r, JobRecord)) == [
+        ("dynamo-workload/vllm-agg-0-vllmdecodeworker-s65j5", "dynamo-workload", 1),
+        ("ml/trainer-0", "ml", 1),
+    ]
+    assert sum(isinstance(r, SampleRecord) for r in records) == 8

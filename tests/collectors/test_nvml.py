@@ -62,12 +62,17 @@ def test_each_mig_instance_is_a_gpu_of_its_own_with_its_profile_and_processes(fa
     assert all(s.power_w is None and s.gpu_index == 0 and s.gpu_model == "NVIDIA H100 80GB HBM3" for s in samples)
 
 
-def test_mig_instances_without_gpm_are_left_out_rather_than_reported_idle(fake_host):
+def test_mig_instances_without_gpm_are_sampled_with_sm_unknown_rather_than_idle(fake_host):
     gpu = h100_mig()
     gpu.gpm = None  # an A100: MIG, but no GPM
     source = open_source(fake_host, FakeNvml([gpu]))
 
-    assert source.read(NOW) == [] and source.read(NOW) == []
+    samples = source.read(NOW)
+
+    assert [(s.mig_profile, s.sm_util) for s in samples] == [
+        ("3g.40gb", None), ("2g.20gb", None), ("1g.10gb", None), ("1g.10gb", None),
+    ]  # fmt: skip
+    assert samples[0].mem_used_mib == 11091 and len(source.read(NOW)) == 4
 
 
 def test_a_process_that_vanished_between_calls_maps_to_no_job_and_the_rest_still_count(fake_host):

@@ -4,11 +4,12 @@ from datetime import UTC, datetime
 import pytest
 
 from collectors import slurm
-from collectors.records import JobRecord
+from collectors.records import JobRecord, SampleRecord
 from tests.collectors.conftest import fixture_dir
 
 SQUEUE = "slurmweb__slurmrestd-25.05-v0.0.43__slurm-job-gpus-multi-nodes.json"
 SACCT = "slurmweb__slurmrestd-25.05-v0.0.43__slurmdb-job-gpus-multi-nodes.json"
+NOW = datetime(2026, 11, 3, 9, 15, tzinfo=UTC)
 
 
 def read(name: str) -> str:
@@ -24,12 +25,37 @@ def test_squeue_json_gives_a_running_job_with_its_gpus_from_the_gres():
     assert job.labels == {"partition": "gpu", "qos": "normal", "name": "wrap"}
 
 
-def test_sacct_json_without_gres_gpu_in_tres_is_completed_by_squeue():
+def test_sacct_json_without_gres_gpu_in_tres_reports_the_count_as_unknown_and_squeue_completes_it():
     accounted = slurm.parse(read(SACCT))
     (job,) = slurm.merge(accounted, slurm.parse(read(SQUEUE)))
 
-    assert accounted[0].gpus == 0  # that cluster does not account gres/gpu
+    assert accounted[0].gpus is None  # that cluster does not account gres/gpu: unknown, never 0
     assert (job.job_id, job.gpus, job.project) == ("4746", 8, "biology")
+
+
+def test_a_count_sacct_knows_fills_in_for_squeue_not_knowing_it():
+    queued = json.loads(read(SQUEUE))
+    for field in ("gres_detail", "tres_per_job"):
+        queued["jobs"][0].pop(field)
+    accounted = json.loads(read(SACCT))
+    accounted["jobs"][0]["tres"]["allocated"].append({"type": "gres", "name": "gpu", "id": 1001, "count": 8})
+
+    (job,) = slurm.merge(slurm.parse(json.dumps(accounted)), slurm.parse(json.dumps(queued)))
+
+    assert (job.gpus, job.state) == (8, "running")
+
+
+def test_only_slurm_job_ids_of_the_samples_are_asked_for_not_pods():
+    asked = []
+    jobs = slurm.SlurmJobs(cluster="c1", read=lambda ids, *, cluster: asked.append(ids) or [], clock=lambda: 0.0)
+    samples = [
+        SampleRecord(cluster="c1", node="n", gpu_uuid=f"GPU-{i}", gpu_index=i, gpu_model="m", ts=NOW, job_id=job)
+        for i, job in enumerate(["4746", "4747_3", "ns/pod", None])
+    ]
+
+    jobs.describe(samples, NOW)
+
+    assert asked == [["4746", "4747_3"]]
 
 
 def test_a_finished_job_in_sacct_carries_its_end_and_state():

@@ -14,8 +14,8 @@ from governance.lib.text import plain
 class GpuHourPoint:
     gpu: str
     hour: datetime
-    sm_percent: float
-    mem_gib: float
+    sm_percent: float | None
+    mem_gib: float | None
     power_w: float | None
 
 

@@ -22,7 +22,8 @@ RULES: tuple[str, ...] = tuple(registry.checks)
 
 
 def rules_evaluate(summary: JobSummary, thresholds: Thresholds) -> list[Draft]:
-    """Every rule's drafts for one job; nothing before the job has run the minimum time or sent a sample."""
-    if summary.runtime_hours * 60 < thresholds.min_runtime_minutes or not summary.samples:
+    """Every rule's drafts for one job; nothing before the job has run the minimum time or sent a sample that
+    knew its SM (a GPU whose SM is unknown is neither idle nor busy)."""
+    if summary.runtime_hours * 60 < thresholds.min_runtime_minutes or not summary.sm_known:
         return []
     return [draft for check in registry.checks.values() for draft in check(summary, thresholds)]

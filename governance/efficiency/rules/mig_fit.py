@@ -10,7 +10,7 @@ from governance.efficiency.thresholds import Thresholds
 
 @rule("mig_fit")
 def check(job: JobSummary, t: Thresholds) -> list[Draft]:
-    if job.gpu_count != 1 or len(job.gpus) != 1 or job.gpus[0].mig_profile:
+    if job.gpu_count != 1 or len(job.gpus) != 1 or job.gpus[0].mig_profile or not job.mem_known:
         return []
     gpu = job.gpus[0]
     if job.sm_mean >= t.mig_fit_sm_percent:
@@ -27,7 +27,7 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
             severity=WARNING,
             evidence={
                 "mem_peak_gib": r(peak, 1),
-                "mem_total_gib": r(gib(gpu.memory_total_mib), 1),
+                "mem_total_gib": r(gib(gpu.memory_total_mib), 1) if gpu.memory_total_mib else None,
                 "mem_needed_gib": r(need, 1),
                 "sm_mean": r(job.sm_mean, 1),
                 "profile": profile.name,
@@ -36,7 +36,7 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
             },
             monthly_waste=job.monthly_waste(wasted),
             advice=(
-                f"Peak {peak:.1f} GiB of {gib(gpu.memory_total_mib):.0f} GiB and {pct(job.sm_mean)} SM; "
+                f"Peak {peak:.1f} GiB of {gib(gpu.memory_total_mib or 0):.0f} GiB and {pct(job.sm_mean)} SM; "
                 f"a {profile.name} slice fits with margin ({t.mig_fit_memory_margin:g} x peak = {need:.1f} GiB) "
                 f"and would cost {profile.compute_fraction} of today's."
             ),

@@ -11,7 +11,7 @@ from governance.efficiency.thresholds import Thresholds
 def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     if len(job.gpus) < 2:
         return []
-    idle = [g for g in job.gpus if g.sm_mean < t.idle_sm_percent]
+    idle = [g for g in job.gpus if g.sm_known and g.sm_mean < t.idle_sm_percent]
     busy = [g for g in job.gpus if g.sm_mean >= t.overallocated_busy_sm_percent]
     if not idle or not busy:
         return []

@@ -1,0 +1,149 @@
+"""Kubernetes pods as jobs: a record for every pod the agent sees holding GPUs on its node.
+
+A pod is the job `namespace/pod`. It is seen through the samples (dcgm-exporter's pod labels, the
+Kubernetes mapper's cgroup lookup) and, where the kubelet's pod-resources API is configured, through the
+GPUs it holds, so a pod with no process on its GPU is billed too: its GPUs' samples are given its job id
+(where they name no job, or only the pod's uid: the Kubernetes mapper without a pods file).
+Its project is its namespace, unless its labels (the pods file, where the agent has one) name one with
+`gpu-governance/project`, or a team with `gpu-governance/team`. It starts when first seen (or at the
+`start_time` the pods file gives) and, once gone from a round that did read the node, ends `completed`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from collectors.podresources import PodResources, PodResourcesUnavailable
+from collectors.records import JobRecord, Record, SampleRecord
+
+log = logging.getLogger("gpu-collector")
+PROJECT_LABEL = "gpu-governance/project"
+TEAM_LABEL = "gpu-governance/team"
+USER_LABEL = "gpu-governance/user"
+_POD_UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def pod_job(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def is_pod_job(job_id: str) -> bool:
+    namespace, sep, name = job_id.partition("/")
+    return bool(sep and namespace and name and "/" not in name)
+
+
+@dataclass
+class PodSeen:
+    record: JobRecord
+    sent_at: datetime
+
+
+class KubernetesPods:
+    """The agent's job describer for pods; `describe(records, now)` runs once per round, before sending."""
+
+    def __init__(
+        self, *, cluster: str, pod_resources: PodResources | None = None, pods_file: str | None = None,
+        every: float = 300.0,
+    ) -> None:  # fmt: skip
+        self.cluster, self.pod_resources, self.every = cluster, pod_resources, every
+        self.pods_file = Path(pods_file) if pods_file else None
+        self.pods: dict[str, PodSeen] = {}
+        self.warned = False
+
+    def _held(self) -> dict[str, tuple[str, str]] | None:
+        if self.pod_resources is None:
+            return {}
+        try:
+            held = self.pod_resources.held()
+        except PodResourcesUnavailable as exc:
+            if not self.warned:
+                self.warned = True
+                log.warning("%s; pods are known from the samples only until it answers", exc)
+            return None
+        self.warned = False
+        return held
+
+    def _facts(self) -> dict[str, dict[str, Any]]:
+        """namespace/pod -> the pods file's entry (labels, start_time), where the agent has one."""
+        if self.pods_file is None:
+            return {}
+        try:
+            pods = json.loads(self.pods_file.read_text())
+        except (OSError, ValueError):
+            return {}
+        entries = pods.values() if isinstance(pods, dict) else ()
+        return {
+            pod_job(str(p["namespace"]), str(p["name"])): p
+            for p in entries
+            if isinstance(p, dict) and p.get("namespace") and p.get("name")
+        }
+
+    def describe(self, records: list[Record], now: datetime) -> list[JobRecord]:
+        held = self._held()
+        samples = [r for r in records if isinstance(r, SampleRecord)]
+        by_device = {device: pod_job(*pod) for device, pod in (held or {}).items()}
+        from_samples: dict[str, set[str]] = defaultdict(set)
+        models: dict[str, str] = {}
+        for s in samples:
+            # The kubelet names the pod where the sample names none, or only the pod's uid (no pods file).
+            if s.gpu_uuid in by_device and (s.job_id is None or _POD_UID.match(s.job_id)):
+                s.job_id = by_device[s.gpu_uuid]
+            if s.job_id is not None and is_pod_job(s.job_id):
+                from_samples[s.job_id].add(s.gpu_uuid)
+                models.setdefault(s.job_id, s.gpu_model)
+        # The kubelet's own count where it lists the pod (its device ids), else the GPUs the samples show.
+        from_kubelet: dict[str, set[str]] = defaultdict(set)
+        for device, job in by_device.items():
+            from_kubelet[job].add(device)
+        gpus = {**from_samples, **from_kubelet}
+        facts = self._facts() if gpus else {}
+        out = [
+            r for job, devices in sorted(gpus.items()) if (r := self._running(job, len(devices), models, facts, now))
+        ]
+        # A round that read nothing (exporter or kubelet unreachable) says nothing about pods being gone.
+        if samples and held is not None:
+            for job in sorted(self.pods.keys() - gpus.keys()):
+                seen = self.pods.pop(job).record
+                out.append(msgspec.structs.replace(seen, end_time=max(now, seen.start_time), state="completed"))
+        return out
+
+    def _running(self, job: str, gpus: int, models: dict, facts: dict, now: datetime) -> JobRecord | None:
+        seen = self.pods.get(job)
+        if seen is not None and seen.record.gpus == gpus and (now - seen.sent_at).total_seconds() < self.every:
+            return None
+        if seen is None:
+            namespace, _, _ = job.partition("/")
+            pod = facts.get(job, {})
+            labels = (
+                {k: str(v) for k, v in (pod.get("labels") or {}).items()} if isinstance(pod.get("labels"), dict) else {}
+            )
+            start = _time(pod.get("start_time")) or now
+            record = JobRecord(
+                cluster=self.cluster, job_id=job, user=labels.get(USER_LABEL) or "unknown",
+                project=labels.get(PROJECT_LABEL) or namespace, team=labels.get(TEAM_LABEL) or None, gpus=gpus,
+                gpu_model=models.get(job), submit_time=start, start_time=start, state="running",
+                labels={"namespace": namespace},
+            )  # fmt: skip
+        else:
+            record = msgspec.structs.replace(seen.record, gpus=gpus)
+        self.pods[job] = PodSeen(record, now)
+        return record
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
