@@ -1,9 +1,13 @@
+import logging
 import os
+from fnmatch import fnmatchcase
 
-from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery import Celery, bootsteps
+from celery.signals import task_postrun, task_prerun, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
+
+logger = logging.getLogger(__name__)
 
 app = Celery("governance")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -23,3 +27,73 @@ def close_old_connections(task=None, **kwargs) -> None:
     from django.db import close_old_connections as close
 
     close()
+
+
+class DeliveryPolicy:
+    """Task annotations (CELERY_TASK_ANNOTATIONS) for the tasks whose loss would lose data: ingest and pricing
+    (settings.TASK_DELIVERY_PATTERNS). Acknowledged once done, requeued when the worker dies, time-limited so the
+    broker's visibility timeout can be sized to fit."""
+
+    def annotate(self, task) -> dict[str, object] | None:
+        from django.conf import settings
+
+        name = task.name
+        if name in settings.TASK_DELIVERY_EXEMPT:
+            return None
+        if not any(fnmatchcase(name, pattern) for pattern in settings.TASK_DELIVERY_PATTERNS):
+            return None
+        limit = settings.TASK_TIME_LIMIT_S
+        return {"acks_late": True, "reject_on_worker_lost": True, "time_limit": limit, "soft_time_limit": limit * 0.8}
+
+    def annotate_any(self) -> None:
+        return None
+
+
+def transient_retry() -> dict[str, object]:
+    """Options of a task that retries a transient database error (an outage, a deadlock, a lock it waited for too
+    long) with exponential backoff and full jitter: `@shared_task(name=..., **transient_retry())`."""
+    import psycopg
+    from django.conf import settings
+    from django.db import InterfaceError, OperationalError
+
+    return {
+        "autoretry_for": (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError),
+        "retry_backoff": 2,
+        "retry_backoff_max": settings.TASK_RETRY_BACKOFF_MAX_S,
+        "retry_jitter": True,
+        "max_retries": settings.TASK_MAX_RETRIES,
+    }
+
+
+@worker_init.connect
+def worker_database_sessions(**kwargs) -> None:
+    """Worker sessions run with settings.WORKER_DATABASE_SESSION (PostgreSQL), set when they connect."""
+    from django.conf import settings
+    from django.db import connections
+
+    connection = connections["default"]
+    if connection.vendor != "postgresql":
+        return
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    extra = " ".join(f"-c {name}={value}" for name, value in settings.WORKER_DATABASE_SESSION.items())
+    options["options"] = f"{options.get('options', '')} {extra}".strip()
+    connection.close()
+
+
+class SweepInboxOnConnect(bootsteps.StartStopStep):
+    """Each time a worker of the ingest queue connects to the broker (at start, and back after the broker was
+    away) it has the inbox swept at once: the batches a dead worker held unacknowledged, those a restarted broker
+    lost and those stored while it was down are processed within seconds, not after the visibility timeout."""
+
+    requires = {"celery.worker.consumer.tasks:Tasks"}
+
+    def start(self, c) -> None:
+        if "ingest" not in c.app.amqp.queues.consume_from:
+            return
+        try:
+            c.app.send_task("usage.sweep_inbox", kwargs={"older_than_s": 0})
+        except Exception:  # the consumer must start all the same; beat's sweep follows
+            logger.warning("could not enqueue the inbox sweep on connecting", exc_info=True)
+
+
+app.steps["consumer"].add(SweepInboxOnConnect)
