@@ -61,6 +61,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "governance.usage.health.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -342,6 +343,11 @@ CELERY_BEAT_SCHEDULE["maintain-sample-partitions"] = {"task": "usage.maintain_pa
 CELERY_TASK_ROUTES["usage.maintain_partitions"] = {"queue": "analysis"}
 CELERY_TASK_ROUTES["usage.remap_jobs"] = {"queue": "analysis"}
 CELERY_TASK_ROUTES["usage.purge_inbox"] = {"queue": "analysis"}
+# /readyz (and gg_ready on /metrics): each probe of the database and the broker gives up after this long, and
+# ingest counts as not ready while the inbox holds more unprocessed batches, or an older one, than these (0: off).
+READY_TIMEOUT_S = env_float("READY_TIMEOUT_S", 2.0)
+READY_INBOX_MAX_BATCHES = env_int("READY_INBOX_MAX_BATCHES", 10_000)
+READY_INBOX_MAX_AGE_S = env_int("READY_INBOX_MAX_AGE_S", 900)
 # /metrics answers only with `Authorization: Bearer <METRICS_TOKEN>`; unset, it answers 404.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 

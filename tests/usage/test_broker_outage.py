@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from kombu.exceptions import OperationalError
 
-from governance.usage.models import GpuHour, IngestBatch, JobGpuHour, Sample
 from governance.usage import services
+from governance.usage.models import GpuHour, IngestBatch, JobGpuHour, Sample
 from governance.usage.services import inbox_sweep
 from governance.usage.tasks import process_batch
 from tests.factories import at, batch_body, job_record, series
