@@ -3,7 +3,7 @@ import os
 from fnmatch import fnmatchcase
 
 from celery import Celery, bootsteps
-from celery.signals import task_postrun, task_prerun, worker_init
+from celery.signals import task_postrun, task_prerun, task_retry, task_success, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
 
@@ -49,15 +49,20 @@ class DeliveryPolicy:
         return None
 
 
+def transient_errors() -> tuple[type[Exception], ...]:
+    import psycopg
+    from django.db import InterfaceError, OperationalError
+
+    return (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
+
+
 def transient_retry() -> dict[str, object]:
     """Options of a task that retries a transient database error (an outage, a deadlock, a lock it waited for too
     long) with exponential backoff and full jitter: `@shared_task(name=..., **transient_retry())`."""
-    import psycopg
     from django.conf import settings
-    from django.db import InterfaceError, OperationalError
 
     return {
-        "autoretry_for": (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError),
+        "autoretry_for": transient_errors(),
         "retry_backoff": 2,
         "retry_backoff_max": settings.TASK_RETRY_BACKOFF_MAX_S,
         "retry_jitter": True,
@@ -78,6 +83,31 @@ def worker_database_sessions(**kwargs) -> None:
     extra = " ".join(f"-c {name}={value}" for name, value in settings.WORKER_DATABASE_SESSION.items())
     options["options"] = f"{options.get('options', '')} {extra}".strip()
     connection.close()
+
+
+_database_failed = False
+
+
+@task_retry.connect
+def note_a_database_failure(reason=None, **kwargs) -> None:
+    global _database_failed
+    if isinstance(getattr(reason, "exc", reason), transient_errors()):  # reason: the Retry, exc: its cause
+        _database_failed = True
+
+
+@task_success.connect
+def sweep_once_the_database_answers(sender=None, **kwargs) -> None:
+    """A worker process that saw a transient database error has the inbox swept as soon as one of its tasks
+    succeeds again: the batches waiting out a long retry backoff are processed within seconds of the database's
+    return, not when their countdown ends."""
+    global _database_failed
+    if not _database_failed or sender is None or sender.request.is_eager:
+        return
+    _database_failed = False
+    try:
+        sender.app.send_task("usage.sweep_inbox", kwargs={"older_than_s": 0})
+    except Exception:  # beat's sweep follows
+        logger.warning("could not enqueue the inbox sweep after the database came back", exc_info=True)
 
 
 class SweepInboxOnConnect(bootsteps.StartStopStep):

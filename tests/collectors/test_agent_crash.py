@@ -54,8 +54,9 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def agent(server: str, spool: Path, log: Path) -> subprocess.Popen:
-    args = ["--source", "simulate", "--gpus", str(GPUS), "--interval", "1", "--batch-seconds", "4", "--spool", str(spool)]
-    args += ["--server", server, "--token", "t", "--node", "crash-test", "--report-seconds", "3600"]
+    args = ["--source", "simulate", "--gpus", str(GPUS), "--interval", "1", "--batch-seconds", "4"]
+    args += ["--spool", str(spool), "--server", server, "--token", "t", "--node", "crash-test"]
+    args += ["--report-seconds", "3600"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "collectors", *args], cwd=ROOT, env=env, stderr=log.open("w"))
 
