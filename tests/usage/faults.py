@@ -229,6 +229,34 @@ class Worker:
         self.process.stop()
 
 
+def session_in_transaction(cursor) -> int | None:
+    """The client port of a worker session inside a transaction now (processing a batch), if any."""
+    cursor.execute(
+        "SELECT client_port FROM pg_stat_activity WHERE application_name = %s AND xact_start IS NOT NULL"
+        " AND state IN ('active', 'idle in transaction') LIMIT 1",
+        [WORKER_APP],
+    )
+    row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def process_of_port(port: int) -> int | None:
+    """The local process whose TCP socket has this local port (Linux /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd) in inodes:
+                return int(fd.parts[2])
+        except OSError:
+            continue
+    return None
+
+
 def in_transaction(cursor) -> bool:
     """Whether a worker session is inside a transaction now (processing a batch)."""
     cursor.execute(

@@ -7,13 +7,26 @@ recover, as `recovery_<fault>_s: N` lines; only a generous timeout is asserted.
 
 import os
 import shutil
+import signal
 import time
 
 import psycopg
 import pytest
 from django.db import connection
 
-from tests.usage.faults import PG_BINS, PostgresCluster, RedisServer, Web, Worker, batch, in_transaction, wait_until
+from tests.usage.faults import (
+    PG_BINS,
+    WORKER_APP,  # fmt: skip
+    PostgresCluster,
+    RedisServer,
+    Web,
+    Worker,
+    batch,
+    in_transaction,
+    process_of_port,
+    session_in_transaction,
+    wait_until,
+)
 
 pytestmark = [
     pytest.mark.worker,
@@ -106,6 +119,33 @@ def test_a_worker_killed_mid_batch_and_restarted_leaves_every_batch_processed_on
     expected = sum(n for _, n in batches)
     assert inbox.samples() == (expected, expected, expected)
     print(f"\nrecovery_worker_kill_s: {recovery:.1f} (from the restart)")
+
+
+def test_a_pool_process_killed_while_its_session_holds_the_batch_row_leaves_every_batch_processed_once(
+    stack, ingest_token
+):
+    """The worker gives the killed process's message back at once (reject_on_worker_lost); the next claim of the
+    batch waits for the row its dead session still holds, instead of skipping it."""
+    web, _, inbox = stack
+    batches = [batch(n, samples=8000) for n in range(12)]
+    post_all(web, ingest_token, [body for body, _ in batches[:2]])
+    wait_until(lambda: inbox.done(2), 60, "the first batches processed")
+    with psycopg.connect(inbox.url, autocommit=True) as db, db.cursor() as cursor:
+        # A worker process keeps its session from one batch to the next: which process holds which is known ahead.
+        cursor.execute("SELECT client_port FROM pg_stat_activity WHERE application_name = %s", [WORKER_APP])
+        processes = {port: process_of_port(port) for (port,) in cursor.fetchall()}
+        post_all(web, ingest_token, [body for body, _ in batches[2:]])
+        ports: list[int | None] = []
+        wait_until(lambda: ports.append(session_in_transaction(cursor)) or ports[-1] in processes, 30, "mid-batch")
+        pid = processes[ports[-1]]
+    os.kill(pid, signal.SIGKILL)  # one pool process; the worker lives on
+    killed = time.monotonic()
+    wait_until(lambda: inbox.done(len(batches)), RECOVERY_TIMEOUT_S, "every batch processed")
+    recovery = time.monotonic() - killed
+
+    expected = sum(n for _, n in batches)
+    assert inbox.samples() == (expected, expected, expected)
+    print(f"\nrecovery_pool_process_kill_s: {recovery:.1f} (from the kill)")
 
 
 def test_a_redis_restart_loses_no_batch_and_ingest_answers_quickly_while_it_is_down(stack, redis_server, ingest_token):
