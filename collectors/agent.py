@@ -1,14 +1,19 @@
-"""The agent loop: sample every interval, batch by size and age, send gzipped, spool what the server
-does not take, replay the spool oldest first once it answers, and account for every record.
+"""The agent loop: sample every interval, log every round to disk before it counts as read, cut batches by size
+and age, send them gzipped, spool what the server does not take, replay the spool oldest first once it answers,
+and account for every record.
 
-Counters are records, never batches: read = sent + spooled-and-not-yet-sent + dropped + pending.
+Counters are records, never batches: read = sent + spooled-and-not-yet-sent + dropped + pending. With a spool, a
+round is in the spool's round log (collectors/spool.py) before it counts as read, and a batch is in the spool
+before it is sent, so a SIGKILL loses at most the round being read, and a restart sends nothing twice.
 """
 
 from __future__ import annotations
 
 import gzip
 import logging
+import math
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,7 +22,7 @@ from typing import BinaryIO
 from collectors.records import Record, encode, new_batch
 from collectors.sender import BatchRefused, Sender, SendFailed
 from collectors.sources import Source
-from collectors.spool import Spool
+from collectors.spool import RoundLog, Spool, Spooled
 
 log = logging.getLogger("gpu-collector")
 
@@ -37,6 +42,32 @@ def gzip_batch(collector: str, records: list[Record]) -> bytes:
     return gzip.compress(encode(new_batch(collector, records)), compresslevel=6, mtime=0)
 
 
+def gzip_lines(collector: str, batch_id: uuid.UUID, lines: list[bytes]) -> bytes:
+    """A gzipped batch of records already encoded (JSON each): the same records give the same bytes."""
+    head = b'{"batch_id":"%s","collector":%s,"records":[' % (str(batch_id).encode(), encode(collector))
+    return gzip.compress(head + b",".join(lines) + b"]}", compresslevel=6, mtime=0)
+
+
+class MemoryRounds:
+    """The round log of an agent with no spool: its records wait in memory, and die with the process."""
+
+    def __init__(self) -> None:
+        self.id: uuid.UUID | None = None
+        self.started_ns = 0
+        self.lines: list[bytes] = []
+
+    def append(self, lines: list[bytes]) -> None:
+        if lines and self.id is None:
+            self.id, self.started_ns = uuid.uuid4(), time.time_ns()
+        self.lines.extend(lines)
+
+    def reset(self) -> None:
+        self.id, self.started_ns, self.lines = None, 0, []
+
+    def close(self) -> None:
+        return None
+
+
 class Agent:
     def __init__(
         self, *, source: Source, collector: str, sender: Sender | None = None, spool: Spool | None = None,
@@ -51,9 +82,17 @@ class Agent:
         self.jobs, self.dry_run = jobs, dry_run
         self.clock, self.now, self.sleep = clock, now, sleep
         self.counters = Counters()
-        self.pending: list[Record] = []
-        self.pending_since = 0.0
+        self.rounds: RoundLog | MemoryRounds = spool.rounds if spool is not None else MemoryRounds()
+        # Rounds a previous run logged and never batched (it was killed) are due at once.
+        self.pending_since = -math.inf if self.rounds.lines else 0.0
+        if self.rounds.lines:
+            log.info("round log: %d records from before a restart, batched now", len(self.rounds.lines))
         self.stopping = False
+
+    @property
+    def pending(self) -> int:
+        """Records read and not yet cut into a batch."""
+        return len(self.rounds.lines)
 
     # -- one round -------------------------------------------------------------------------------
     def sample(self) -> None:
@@ -65,68 +104,99 @@ class Agent:
 
     def take(self, records: Iterable[Record]) -> None:
         records = list(records)
-        self.counters.read += len(records)
         if self.dry_run is not None:
+            self.counters.read += len(records)
             self.dry_run.write(b"".join(encode(r) + b"\n" for r in records))
             self.dry_run.flush()
             return
         if records and not self.pending:
             self.pending_since = self.clock()
-        self.pending.extend(records)
-        if len(self.pending) >= self.batch_size or (
+        self.rounds.append([encode(r) for r in records])  # durable (with a spool) before it counts as read
+        self.counters.read += len(records)
+        if self.pending >= self.batch_size or (
             self.pending and self.clock() - self.pending_since >= self.batch_seconds
         ):
             self.flush()
 
     def flush(self) -> None:
-        while self.pending:
-            chunk, self.pending = self.pending[: self.batch_size], self.pending[self.batch_size :]
-            self.deliver(gzip_batch(self.collector, chunk), len(chunk))
+        """Cut the logged records into batches; store them in the spool (or, with none, send them) and send."""
+        lines, log_id = self.rounds.lines, self.rounds.id
+        if not lines or log_id is None:
+            return
+        chunks = [lines[i : i + self.batch_size] for i in range(0, len(lines), self.batch_size)]
+        bodies = [(gzip_lines(self.collector, uuid.uuid5(log_id, str(n)), c), len(c)) for n, c in enumerate(chunks)]
+        if self.spool is None:
+            self.rounds.reset()
+            for body, records in bodies:
+                self._send_unspooled(body, records)
+            return
+        fresh = set()
+        for n, (body, records) in enumerate(bodies):
+            key = f"{self.rounds.started_ns:020d}-{log_id.hex}-{n:04d}"
+            dropped = self.spool.put(body, records, key=key)
+            if dropped:
+                log.warning("spool over its bound; dropped the oldest %d records", dropped)
+                self.counters.dropped += dropped
+            fresh.add(key)
+        self.rounds.reset()  # only now: until here a crash cuts the same batches again, into the same files
+        self.deliver(fresh)
 
     # -- delivery --------------------------------------------------------------------------------
-    def deliver(self, body: bytes, records: int) -> None:
-        # Order matters: while older batches wait in the spool, a new one queues behind them.
-        if self.sender is None or not self.replay():
-            return self._spool(body, records)
+    def deliver(self, fresh: set[str]) -> None:
+        """Send the spool oldest first; the records of the fresh batches that stay in it count as spooled."""
+
+        def waiting() -> int:
+            return sum(b.records for b in self.spool.batches() if b.path.name.rpartition("-")[0] in fresh)
+
+        if self.sender is None:
+            self.counters.spooled += waiting()
+            return
+        batches = self.spool.batches()
+        # Nothing older waits: send now, with the sender's retries. Older batches go first, one try each.
+        older = any(b.path.name.rpartition("-")[0] not in fresh for b in batches)
+        post = self.sender.post_once if older else self.sender.post
+        for batch in batches:
+            if not self._send(batch, post):
+                left = waiting()
+                if left:
+                    log.warning("server unreachable; %d records wait in the spool", left)
+                self.counters.spooled += left
+                return
+
+    def _send(self, batch: Spooled, post: Callable[[bytes], None]) -> bool:
+        """Send one spooled batch; False when the server is unreachable (the batch stays)."""
+        try:
+            post(batch.read())
+        except SendFailed as exc:
+            log.info("send failed (%s)", exc)
+            return False
+        except BatchRefused as exc:
+            log.error("server refused a spooled batch of %d records, dropped: %s", batch.records, exc)
+            self.counters.dropped += batch.records
+        else:
+            self.counters.sent += batch.records
+        self.spool.remove(batch)
+        return True
+
+    def _send_unspooled(self, body: bytes, records: int) -> None:
+        if self.sender is None:
+            return
         try:
             self.sender.post(body)
         except SendFailed as exc:
-            log.warning("server unreachable (%s); spooling %d records", exc, records)
-            return self._spool(body, records)
+            log.error("server unreachable (%s) and no spool configured; %d records dropped", exc, records)
+            self.counters.dropped += records
         except BatchRefused as exc:
             log.error("server refused a batch of %d records, dropped: %s", records, exc)
             self.counters.dropped += records
-            return None
-        self.counters.sent += records
-        return None
+        else:
+            self.counters.sent += records
 
     def replay(self) -> bool:
         """Send spooled batches oldest first, one try each; True when the spool is empty."""
         if self.spool is None or self.sender is None:
             return self.sender is not None
-        for batch in self.spool.batches():
-            try:
-                self.sender.post_once(batch.read())
-            except SendFailed:
-                return False
-            except BatchRefused as exc:
-                log.error("server refused a spooled batch of %d records, dropped: %s", batch.records, exc)
-                self.counters.dropped += batch.records
-            else:
-                self.counters.sent += batch.records
-            self.spool.remove(batch)
-        return True
-
-    def _spool(self, body: bytes, records: int) -> None:
-        if self.spool is None:
-            log.error("no spool configured; %d records dropped", records)
-            self.counters.dropped += records
-            return
-        self.counters.spooled += records
-        dropped = self.spool.put(body, records)
-        if dropped:
-            log.warning("spool over its bound; dropped the oldest %d records", dropped)
-            self.counters.dropped += dropped
+        return all(self._send(batch, self.sender.post_once) for batch in self.spool.batches())
 
     # -- the loop --------------------------------------------------------------------------------
     def report(self, when: str = "") -> None:
@@ -153,6 +223,7 @@ class Agent:
                     self.sleep(min(left, 0.5))  # short naps: SIGTERM is seen within half a second
         finally:
             self.flush()
+            self.rounds.close()
             self.source.close()
             self.report("exit")
         return self.counters

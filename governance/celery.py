@@ -1,9 +1,13 @@
+import logging
 import os
+from fnmatch import fnmatchcase
 
-from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery import Celery, bootsteps
+from celery.signals import task_postrun, task_prerun, task_retry, task_success, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
+
+logger = logging.getLogger(__name__)
 
 app = Celery("governance")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -23,3 +27,103 @@ def close_old_connections(task=None, **kwargs) -> None:
     from django.db import close_old_connections as close
 
     close()
+
+
+class DeliveryPolicy:
+    """Task annotations (CELERY_TASK_ANNOTATIONS) for the tasks whose loss would lose data: ingest and pricing
+    (settings.TASK_DELIVERY_PATTERNS). Acknowledged once done, requeued when the worker dies, time-limited so the
+    broker's visibility timeout can be sized to fit."""
+
+    def annotate(self, task) -> dict[str, object] | None:
+        from django.conf import settings
+
+        name = task.name
+        if name in settings.TASK_DELIVERY_EXEMPT:
+            return None
+        if not any(fnmatchcase(name, pattern) for pattern in settings.TASK_DELIVERY_PATTERNS):
+            return None
+        limit = settings.TASK_TIME_LIMIT_S
+        return {"acks_late": True, "reject_on_worker_lost": True, "time_limit": limit, "soft_time_limit": limit * 0.8}
+
+    def annotate_any(self) -> None:
+        return None
+
+
+def transient_errors() -> tuple[type[Exception], ...]:
+    import psycopg
+    from django.db import InterfaceError, OperationalError
+
+    return (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def transient_retry() -> dict[str, object]:
+    """Options of a task that retries a transient database error (an outage, a deadlock, a lock it waited for too
+    long) with exponential backoff and full jitter: `@shared_task(name=..., **transient_retry())`."""
+    from django.conf import settings
+
+    return {
+        "autoretry_for": transient_errors(),
+        "retry_backoff": 2,
+        "retry_backoff_max": settings.TASK_RETRY_BACKOFF_MAX_S,
+        "retry_jitter": True,
+        "max_retries": settings.TASK_MAX_RETRIES,
+    }
+
+
+@worker_init.connect
+def worker_database_sessions(**kwargs) -> None:
+    """Worker sessions run with settings.WORKER_DATABASE_SESSION (PostgreSQL), set when they connect."""
+    from django.conf import settings
+    from django.db import connections
+
+    connection = connections["default"]
+    if connection.vendor != "postgresql":
+        return
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    extra = " ".join(f"-c {name}={value}" for name, value in settings.WORKER_DATABASE_SESSION.items())
+    options["options"] = f"{options.get('options', '')} {extra}".strip()
+    connection.close()
+
+
+_database_failed = False
+
+
+@task_retry.connect
+def note_a_database_failure(reason=None, **kwargs) -> None:
+    global _database_failed
+    if isinstance(getattr(reason, "exc", reason), transient_errors()):  # reason: the Retry, exc: its cause
+        _database_failed = True
+
+
+@task_success.connect
+def sweep_once_the_database_answers(sender=None, **kwargs) -> None:
+    """A worker process that saw a transient database error has the inbox swept as soon as one of its tasks
+    succeeds again: the batches waiting out a long retry backoff are processed within seconds of the database's
+    return, not when their countdown ends."""
+    global _database_failed
+    if not _database_failed or sender is None or sender.request.is_eager:
+        return
+    _database_failed = False
+    try:
+        sender.app.send_task("usage.sweep_inbox", kwargs={"older_than_s": 0})
+    except Exception:  # beat's sweep follows
+        logger.warning("could not enqueue the inbox sweep after the database came back", exc_info=True)
+
+
+class SweepInboxOnConnect(bootsteps.StartStopStep):
+    """Each time a worker of the ingest queue connects to the broker (at start, and back after the broker was
+    away) it has the inbox swept at once: the batches a dead worker held unacknowledged, those a restarted broker
+    lost and those stored while it was down are processed within seconds, not after the visibility timeout."""
+
+    requires = {"celery.worker.consumer.tasks:Tasks"}
+
+    def start(self, c) -> None:
+        if "ingest" not in c.app.amqp.queues.consume_from:
+            return
+        try:
+            c.app.send_task("usage.sweep_inbox", kwargs={"older_than_s": 0})
+        except Exception:  # the consumer must start all the same; beat's sweep follows
+            logger.warning("could not enqueue the inbox sweep on connecting", exc_info=True)
+
+
+app.steps["consumer"].add(SweepInboxOnConnect)

@@ -65,6 +65,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "governance.usage.health.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -106,6 +107,9 @@ DATABASES = {
     if DATABASE_URL
     else {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "governance.sqlite3", "OPTIONS": {"timeout": 30}}
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Without it, connecting to a database host that is gone waits for the kernel's TCP timeout (minutes).
+    DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT_S", 3))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Throttle counters (API rates, invalid bearer tokens) live here. LocMem is per process: production sets
@@ -231,7 +235,9 @@ CELERY_BROKER_URL = env_str("CELERY_BROKER_URL")
 # Without a broker, tasks run in-process right after the transaction that enqueued them commits.
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True
-CELERY_TASK_ACKS_LATE = True
+# Periodic analysis tasks are acknowledged when they start: beat runs them again if a worker dies, and their
+# length is then bounded by no visibility timeout. The tasks that must not be lost are set apart below.
+CELERY_TASK_ACKS_LATE = False
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("CELERY_WORKER_PREFETCH_MULTIPLIER", 1)
 CELERY_TASK_DEFAULT_QUEUE = "analysis"
@@ -245,6 +251,49 @@ CELERY_TASK_IGNORE_RESULT = True
 # CPU than writing the batch's samples). Set, it closes them only every this many tasks; between tasks
 # governance/celery.py applies Django's own rule instead (CONN_MAX_AGE, health checks, after errors).
 CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
+
+# --- Delivery and recovery (issue 21) -----------------------------------------------------------
+# Ingest and pricing tasks (TASK_DELIVERY_PATTERNS) are acknowledged only once they are done and given back to
+# the queue at once when their worker process dies (acks_late, reject_on_worker_lost), run under a time limit,
+# and retry a transient database error with exponential backoff and full jitter for long enough to outlast a
+# database restart (TASK_MAX_RETRIES tries, waits capped at TASK_RETRY_BACKOFF_MAX_S). Housekeeping in those
+# namespaces is re-run by beat instead and keeps no time limit. See governance/celery.py.
+TASK_DELIVERY_PATTERNS = env_list("TASK_DELIVERY_PATTERNS", ["usage.*", "costs.*"])
+TASK_DELIVERY_EXEMPT = ["usage.maintain_partitions", "usage.remap_jobs", "usage.purge_inbox"]
+TASK_TIME_LIMIT_S = env_int("TASK_TIME_LIMIT_S", 120)
+TASK_MAX_RETRIES = env_int("TASK_MAX_RETRIES", 12)
+TASK_RETRY_BACKOFF_MAX_S = env_int("TASK_RETRY_BACKOFF_MAX_S", 120)
+# Redis hands an unacknowledged message to another worker once it is this old. It must exceed the time a message
+# legitimately stays unacknowledged: a task's time limit, plus the countdown of a retry, which a Redis worker holds
+# unacknowledged until it is due. A dead worker's batches do not wait for it: a worker that connects to the broker
+# has the inbox swept at once, and beat sweeps it every INBOX_SWEEP_SECONDS.
+BROKER_VISIBILITY_TIMEOUT_S = env_int("BROKER_VISIBILITY_TIMEOUT_S", TASK_TIME_LIMIT_S + TASK_RETRY_BACKOFF_MAX_S + 60)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": BROKER_VISIBILITY_TIMEOUT_S,
+    # Look for messages past the visibility timeout every 10 s (kombu's default scans every 100 s).
+    "unacked_restore_throttle": 1,
+    # A broker that is down or unreachable costs an ingest request seconds at most, never minutes.
+    "socket_connect_timeout": env_float("BROKER_CONNECT_TIMEOUT_S", 2.0),
+    "socket_timeout": env_float("BROKER_SOCKET_TIMEOUT_S", 10.0),
+}
+CELERY_BROKER_CONNECTION_TIMEOUT = env_float("BROKER_CONNECT_TIMEOUT_S", 2.0)
+CELERY_TASK_ANNOTATIONS = ["governance.celery.DeliveryPolicy"]
+# After an enqueue fails (broker down), the web process stores batches without trying the broker for this long;
+# the sweep enqueues them.
+INGEST_ENQUEUE_PAUSE_S = env_float("INGEST_ENQUEUE_PAUSE_S", 5.0)
+# How long a worker waits for the row lock of a batch another session holds (a session about to die, most often)
+# before it retries the batch later.
+INGEST_CLAIM_LOCK_TIMEOUT_S = env_float("INGEST_CLAIM_LOCK_TIMEOUT_S", 5.0)
+# The PostgreSQL session of each worker process: a worker killed or cut off in the middle of a transaction gives
+# its row locks back within seconds (a backend running a statement notices its client is gone; keepalives find a
+# vanished host), and a worker stuck inside a transaction loses it.
+WORKER_DATABASE_SESSION = {
+    "client_connection_check_interval": "1s",
+    "tcp_keepalives_idle": "10",
+    "tcp_keepalives_interval": "5",
+    "tcp_keepalives_count": "3",
+    "idle_in_transaction_session_timeout": f"{env_int('WORKER_IDLE_IN_TRANSACTION_TIMEOUT_S', 300)}s",
+}
 
 # --- REST API -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -336,8 +385,15 @@ LOGGING = {
 }
 
 # Periodic work (celery beat). Each entry is idempotent: running it twice does no harm.
+# The inbox sweep is the last resort of delivery: it re-enqueues batches left unprocessed for INBOX_SWEEP_AFTER_S.
+INBOX_SWEEP_SECONDS = env_float("INBOX_SWEEP_SECONDS", 15.0)
+INBOX_SWEEP_AFTER_S = env_float("INBOX_SWEEP_AFTER_S", 30.0)
+# Processed inbox batches are deleted this many days after processing; 0 keeps them. A batch id is recognised as
+# a duplicate only while its inbox row exists: keep this longer than any agent's spool can hold batches back.
+INBOX_RETENTION_DAYS = env_int("INBOX_RETENTION_DAYS", 7)
 CELERY_BEAT_SCHEDULE = {
-    "sweep-ingest-inbox": {"task": "usage.sweep_inbox", "schedule": 60.0},
+    "sweep-ingest-inbox": {"task": "usage.sweep_inbox", "schedule": INBOX_SWEEP_SECONDS},
+    "purge-ingest-inbox": {"task": "usage.purge_inbox", "schedule": 24 * 3600.0},
 }
 
 # --- Efficiency findings (governance/efficiency) -------------------------------------------------
@@ -394,6 +450,12 @@ CELERY_BEAT_SCHEDULE["maintain-sample-partitions"] = {"task": "usage.maintain_pa
 # Housekeeping is not ingest: keep it off the ingest workers.
 CELERY_TASK_ROUTES["usage.maintain_partitions"] = {"queue": "analysis"}
 CELERY_TASK_ROUTES["usage.remap_jobs"] = {"queue": "analysis"}
+CELERY_TASK_ROUTES["usage.purge_inbox"] = {"queue": "analysis"}
+# /readyz (and gg_ready on /metrics): each probe of the database and the broker gives up after this long, and
+# ingest counts as not ready while the inbox holds more unprocessed batches, or an older one, than these (0: off).
+READY_TIMEOUT_S = env_float("READY_TIMEOUT_S", 2.0)
+READY_INBOX_MAX_BATCHES = env_int("READY_INBOX_MAX_BATCHES", 10_000)
+READY_INBOX_MAX_AGE_S = env_int("READY_INBOX_MAX_AGE_S", 900)
 # /metrics answers only with `Authorization: Bearer <METRICS_TOKEN>`; unset, it answers 404.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 

@@ -9,6 +9,7 @@ gives the same rows, so a mark claimed twice, or a pass retried after a failure,
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ class Repriced:
     job_days: int = 0
     cluster_days: int = 0
     corrected_months: int = 0
+    more: bool = False  # marks were left for another pass (the time budget ran out)
 
     def __iadd__(self, other: Repriced) -> Repriced:
         self.job_days += other.job_days
@@ -75,10 +77,17 @@ def _claim(limit: int) -> list[tuple[int | None, int, date]]:
     return [m[1:] for m in marks]
 
 
-def charges_reprice(*, now: datetime | None = None, limit: int = CLAIM_LIMIT) -> Repriced:
-    """Re-price everything marked, a claim at a time, until no mark is left (marks others hold are skipped)."""
+def charges_reprice(
+    *, now: datetime | None = None, limit: int = CLAIM_LIMIT, budget_s: float | None = None
+) -> Repriced:
+    """Re-price everything marked, a claim at a time, until no mark is left (marks others hold are skipped) or
+    `budget_s` seconds have gone (then `more` says marks may be left)."""
     total = Repriced()
+    started = time.monotonic()
     while True:
+        if budget_s is not None and time.monotonic() - started > budget_s:
+            total.more = True
+            break
         with transaction.atomic():
             marks = _claim(limit)
             if not marks:

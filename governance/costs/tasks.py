@@ -1,6 +1,11 @@
 from celery import shared_task
 
+from governance.celery import transient_retry
 from governance.costs import marks, reprice, services
+from governance.lib.enqueue import enqueue
+
+# A pass stops after this long and hands the rest of the marks to a new task (within the task time limit).
+REPRICE_BUDGET_S = 60.0
 
 
 @shared_task(name="costs.check_budgets")
@@ -9,12 +14,18 @@ def check_budgets() -> int:
 
 
 # Idempotent: a pass claims the marks it prices, so two runs at once, or a run retried, price each day once.
-@shared_task(name="costs.reprice", acks_late=True)
+@shared_task(name="costs.reprice", **transient_retry())
 def reprice_marked() -> int:
-    return reprice.charges_reprice().job_days
+    done = reprice.charges_reprice(budget_s=REPRICE_BUDGET_S)
+    if done.more:
+        enqueue("costs.reprice")
+    return done.job_days
 
 
-@shared_task(name="costs.reprice_running")
+@shared_task(name="costs.reprice_running", **transient_retry())
 def reprice_running() -> int:
     marks.running_jobs_mark()
-    return reprice.charges_reprice().job_days
+    done = reprice.charges_reprice(budget_s=REPRICE_BUDGET_S)
+    if done.more:
+        enqueue("costs.reprice")
+    return done.job_days

@@ -24,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from governance.fleet.models import Gpu
 from governance.lib.metrics import metrics_sources
+from governance.usage.health import readiness
 from governance.usage.models import GpuHour, IngestBatch
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,11 @@ def queue_depths() -> dict[str, int]:
 
 class GovernanceCollector:
     def collect(self) -> Iterator[Metric]:
+        ready = GaugeMetricFamily("gg_ready", "1 while a check of /readyz passes, else 0.", labels=["check"])
+        for check in readiness():
+            ready.add_metric([check.name], 1.0 if check.ok else 0.0)
+        yield ready
+
         now = timezone.now()
         unprocessed = IngestBatch.objects.filter(processed_at__isnull=True)
         backlog = unprocessed.aggregate(n=Sum("record_count"), oldest=Min("received_at"))

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, When
@@ -131,12 +133,28 @@ def usage_batch_store(*, batch: Batch, body: bytes, source: str) -> Receipt:
     return Receipt(batch_id=batch.batch_id, records=len(batch.records), duplicate=False)
 
 
-def _enqueue(inbox_pk: int) -> None:
+# One immediate second try: it replaces a pooled broker connection that went stale while the broker restarted.
+# No waiting between tries: a broker that is down must not slow down the `202` of a batch that is stored already.
+ENQUEUE_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0, "interval_max": 0}
+_broker_down_until = 0.0
+
+
+def _publish(inbox_pk: int) -> None:
     from governance.usage.tasks import process_batch
 
+    process_batch.apply_async((inbox_pk,), retry=True, retry_policy=ENQUEUE_RETRY_POLICY)
+
+
+def _enqueue(inbox_pk: int) -> None:
+    """Hand a stored batch to the workers; when the broker is down, leave it to the sweep, and for a few seconds
+    do not try again (each try could cost the broker's connect timeout)."""
+    global _broker_down_until
+    if time.monotonic() < _broker_down_until:
+        return
     try:
-        process_batch.delay(inbox_pk)
+        _publish(inbox_pk)
     except Exception:  # broker down: the batch is safe in the inbox and the sweep will enqueue it
+        _broker_down_until = time.monotonic() + settings.INGEST_ENQUEUE_PAUSE_S
         logger.warning("could not enqueue ingest batch %s; the sweep will retry", inbox_pk, exc_info=True)
 
 
@@ -157,6 +175,8 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
                     result = usage_prepared_write(batch=prepared.decode(body), create_projects=create)
                 else:  # SQLite, or a batch stored before prepared batches existed
                     result = usage_records_write(batch=decode_batch(body), create_projects=create)
+    except psycopg.errors.LockNotAvailable:  # another session holds the batch: not an attempt that failed
+        raise
     except Exception as exc:
         inbox_failure_record(inbox_pk=inbox_pk, error=exc)
         raise
@@ -266,18 +286,41 @@ def jobs_remap_on_commit(*, accounts: Iterable[str]) -> None:
     transaction.on_commit(enqueue)
 
 
-def inbox_sweep(*, older_than: timedelta = timedelta(minutes=2), limit: int = 1000) -> int:
-    """Enqueue inbox batches that were stored but never processed (the broker was down, or an attempt failed);
-    dead batches wait for an admin. Returns how many."""
+def inbox_sweep(*, older_than: timedelta = timedelta(seconds=30), limit: int = 1000) -> int:
+    """Enqueue inbox batches stored but not processed after `older_than` (their message was never sent, or lost
+    with a worker or a broker, or an attempt failed); dead batches wait for an admin. Returns how many were
+    enqueued. A batch enqueued twice is processed once."""
     cutoff = timezone.now() - older_than
     pks = list(
-        IngestBatch.objects.filter(processed_at__isnull=True, dead_at__isnull=True, received_at__lt=cutoff)
+        IngestBatch.objects.filter(processed_at__isnull=True, dead_at__isnull=True, received_at__lte=cutoff)
         .order_by("received_at")
         .values_list("pk", flat=True)[:limit]
     )
-    for pk in pks:
-        _enqueue(pk)
+    for n, pk in enumerate(pks):
+        try:
+            _publish(pk)
+        except Exception:
+            logger.warning("inbox sweep: the broker is down; %d of %d batches enqueued", n, len(pks), exc_info=True)
+            return n
     return len(pks)
+
+
+def inbox_purge(*, older_than: timedelta, chunk: int = 5000) -> int:
+    """Delete inbox batches processed more than `older_than` ago, a range of ids at a time; returns how many.
+
+    Never an unprocessed batch, nor one that keeps an error (a dead letter). Ids grow with the time received, so
+    the walk stops at the first range holding a batch received after the cutoff.
+    """
+    cutoff = timezone.now() - older_than
+    deleted = 0
+    low = IngestBatch.objects.order_by("pk").values_list("pk", flat=True).first()
+    while low is not None:
+        in_range = IngestBatch.objects.filter(pk__gte=low, pk__lt=low + chunk)
+        deleted += in_range.filter(processed_at__lt=cutoff, last_error="").delete()[0]
+        if in_range.filter(received_at__gte=cutoff).exists():
+            break
+        low = IngestBatch.objects.filter(pk__gte=low + chunk).order_by("pk").values_list("pk", flat=True).first()
+    return deleted
 
 
 def import_batch_id(source_digest: str, chunk: int) -> uuid.UUID:

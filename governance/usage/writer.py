@@ -73,21 +73,21 @@ def inbox_insert(
         raise IntegrityError(str(exc)) from exc
 
 
-# Claims an unprocessed, live batch (skipping one another worker holds), marks it processed and returns its body,
-# in one round trip; a rollback of the processing transaction undoes the mark.
+# Claims an unprocessed, live batch, marks it processed and returns its body, in one round trip; a rollback of the
+# processing transaction undoes the mark. A row another session holds is waited for, up to the lock timeout:
+# that session is most often one whose worker was killed, and its lock goes with it within a second or so. When
+# it commits instead, the row no longer matches and the claim returns nothing.
 INBOX_CLAIM = """
 UPDATE usage_ingestbatch SET processed_at = %s, attempts = attempts + 1, last_error = ''
-WHERE id = (
-    SELECT id FROM usage_ingestbatch WHERE id = %s AND processed_at IS NULL AND dead_at IS NULL
-    FOR UPDATE SKIP LOCKED
-)
+WHERE id = %s AND processed_at IS NULL AND dead_at IS NULL
 RETURNING format, body, source
 """
 
 
 def inbox_claim(inbox_pk: int) -> tuple[str, bytes, str] | None:
     """(format, body, source) of an unprocessed inbox batch, now marked processed in the current transaction;
-    None when it is processed already, dead, or another worker holds it.
+    None when it is processed already or dead. Raises psycopg.errors.LockNotAvailable when another session
+    holds the batch for longer than INGEST_CLAIM_LOCK_TIMEOUT_S (the task retries it).
 
     On PostgreSQL the transaction will also commit without waiting for its WAL flush: safe for processing a
     batch, never for storing one. If the server crashes before the flush, the samples, rollups and the mark
@@ -111,6 +111,7 @@ def inbox_claim(inbox_pk: int) -> tuple[str, bytes, str] | None:
     # Both statements in one round trip (pipeline mode); binary: the body comes back as its bytes.
     with connection.connection.pipeline(), psycopg.Cursor(connection.connection) as cursor:
         cursor.execute("SET LOCAL synchronous_commit TO OFF")
+        cursor.execute(f"SET LOCAL lock_timeout = {int(settings.INGEST_CLAIM_LOCK_TIMEOUT_S * 1000)}")
         cursor.execute(INBOX_CLAIM, [timezone.now(), inbox_pk], binary=True)
         return cursor.fetchone()
 

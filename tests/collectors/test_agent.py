@@ -120,4 +120,4 @@ def test_records_wait_for_a_full_batch_or_its_age(tmp_path):
     assert agent.spool.batches() == [] and agent.pending
 
     agent.sample()
-    assert agent.pending == [] and len(agent.spool.batches()) == 1
+    assert agent.pending == 0 and len(agent.spool.batches()) == 1
