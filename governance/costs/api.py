@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, renderers, serializers, status, viewsets
+from rest_framework import generics, mixins, renderers, serializers, status, viewsets
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,7 +21,7 @@ from governance.api.services import audit_request_write
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs.focus import focus_csv
 from governance.costs.models import Budget, DeclaredCapacity, RateCard, UnallocatedPolicyTerm
-from governance.costs.selectors import chargeback_by_team, month_closed
+from governance.costs.selectors import chargeback_by_team, month_closed, unattributed
 from governance.costs.services import (
     MonthClosed,
     budget_set,
@@ -337,3 +337,33 @@ ROUTES = [
     ("policies", PolicyViewSet, "policies"),
     ("budgets", BudgetViewSet, "budgets"),
 ]
+
+
+class UnattributedSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    account = serializers.CharField(help_text="The Slurm account or Kubernetes namespace no mapping names.")
+    mapping_kind = serializers.CharField(help_text="The project mapping kind that would attribute it.")
+    jobs = serializers.IntegerField()
+    gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=4)
+    cost = serializers.DecimalField(max_digits=20, decimal_places=2)
+    currency = serializers.CharField()
+
+
+class UnattributedView(generics.GenericAPIView):
+    """GPU-hours billed to no team in a month, per cluster and account, largest first (finance and admins).
+    Mapping the account to a project (POST /api/v1/project-mappings/) re-attributes the open months."""
+
+    permission_classes = [HasReadScope]
+    serializer_class = UnattributedSerializer
+    filter_backends: list = []
+
+    @extend_schema(parameters=[OpenApiParameter("month", str, required=True, description="YYYY-MM")])
+    def get(self, request: Request) -> Response:
+        if not request.user.sees_all_costs:
+            return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", NOT_ALLOWED.format(who="finance"))
+        query = MonthQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        month = Month.parse(query.validated_data["month"])
+        rows = [{**vars(r), "cost": to_cents(r.cost)} for r in unattributed(month=month)]
+        page = self.paginate_queryset(rows)
+        return self.get_paginated_response(UnattributedSerializer(page, many=True).data)

@@ -7,4 +7,5 @@ from governance.costs import api
 
 urlpatterns = [
     path("months/<str:month>/close/", api.MonthCloseView.as_view(), name="month-close"),
+    path("unattributed/", api.UnattributedView.as_view(), name="unattributed"),
 ]

@@ -13,7 +13,7 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Max, QuerySet, Sum
+from django.db.models import Count, Max, QuerySet, Sum
 
 from governance.costs.corrections import closed_months, months_corrected_in
 from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO
@@ -332,3 +332,36 @@ def _closed_month_drift(month: Month, close: MonthClose, repriced: dict[str, Dec
 
 def corrections_landing_in(month: Month) -> list[Month]:
     return months_corrected_in(month)
+
+
+@dataclass(frozen=True)
+class Unattributed:
+    """GPU-hours billed to no team: jobs whose account (Slurm) or namespace (Kubernetes) no mapping names."""
+
+    cluster: str
+    account: str
+    mapping_kind: str
+    jobs: int
+    gpu_hours: Decimal
+    cost: Decimal
+    currency: str
+
+
+def unattributed(*, month: Month) -> list[Unattributed]:
+    """What a month billed to no team, per cluster and account, largest first (the worklist of mappings)."""
+    rows = month_rows(month, [None]).filter(kind="usage", team_id__isnull=True)
+    currency = _currency(rows)
+    groups = (
+        rows.values("cluster_name", "job__account")
+        .annotate(jobs=Count("job_id", distinct=True), hours=Sum("gpu_hours"), cost=Sum("cost"), pods=Max("job_ref"))
+        .order_by("-cost", "cluster_name", "job__account")
+    )
+    return [
+        Unattributed(
+            cluster=g["cluster_name"], account=g["job__account"] or "", jobs=g["jobs"], gpu_hours=g["hours"] or ZERO,
+            cost=g["cost"] or ZERO, currency=currency,
+            # A pod's job id is `namespace/pod`: its account is a namespace.
+            mapping_kind="k8s_namespace" if "/" in (g["pods"] or "") else "slurm_account",
+        )
+        for g in groups
+    ]  # fmt: skip

@@ -9,4 +9,5 @@ urlpatterns = [
     path("team/<slug:slug>/", views.team_month, name="team"),
     path("team/<slug:slug>/chargeback.csv", views.team_csv, name="team-csv"),
     path("close/<str:month>/", views.close_month, name="close"),
+    path("unattributed/", views.unattributed_month, name="unattributed"),
 ]

@@ -20,6 +20,7 @@ from governance.costs.selectors import (
     reconcile,
     team_breakdown,
     team_trend,
+    unattributed,
 )
 from governance.costs.services import DEFAULT_THRESHOLDS, statement_close
 from governance.dashboard.figures.costs import budget_gauge, cost_by, cost_trend
@@ -112,3 +113,15 @@ def close_month(request: HttpRequest, month: str) -> HttpResponse:
     else:
         messages.success(request, f"{parsed} is closed; its statement is frozen.")
     return redirect(f"{reverse('costs:month')}?month={month}")
+
+
+@login_required
+def unattributed_month(request: HttpRequest) -> HttpResponse:
+    """Finance and admins: what the month billed to no team, largest first, with the mapping that would fix it."""
+    if not request.user.sees_all_costs:
+        raise PermissionDenied("Only finance and admins see what no team was billed.")
+    month = _month(request)
+    rows = unattributed(month=month)
+    context = {"month": month, "rows": rows, "total": sum((r.cost for r in rows), ZERO),
+               "closed": month_closed(month)}  # fmt: skip
+    return render(request, "costs/unattributed.html", context)

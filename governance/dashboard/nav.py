@@ -25,6 +25,7 @@ NAV: list[NavItem] = [
     NavItem("Overview", "dashboard:overview"),
     NavItem("Cluster", "dashboard:heatmap"),
     NavItem("Chargeback", "costs:month"),
+    NavItem("Unattributed", "costs:unattributed", lambda user: user.sees_all_costs),
     NavItem("Findings", "efficiency:findings"),
     NavItem("API", "v1:root"),
     NavItem("Admin", "admin:index", lambda user: user.is_staff),

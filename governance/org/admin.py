@@ -50,3 +50,27 @@ class ProjectAdmin(admin.ModelAdmin):
             from governance.usage.services import jobs_remap_on_commit
 
             jobs_remap_on_commit(accounts=accounts)
+
+
+@admin.register(ProjectMapping)
+class ProjectMappingAdmin(admin.ModelAdmin):
+    """A mapping added, changed or deleted here remaps the jobs naming its account (open months re-priced; a
+    closed month's moves land as corrections), as the inline under a project and the API do."""
+
+    list_display = ("kind", "value", "cluster_name", "project")
+    list_filter = ("kind", "project__team")
+    search_fields = ("value", "project__slug")
+
+    def save_model(self, request, obj, form, change) -> None:
+        before = form.initial.get("value") if change else None
+        super().save_model(request, obj, form, change)
+        from governance.usage.services import jobs_remap_on_commit
+
+        jobs_remap_on_commit(accounts={obj.value, before} - {None, ""})
+
+    def delete_model(self, request, obj) -> None:
+        value = obj.value
+        super().delete_model(request, obj)
+        from governance.usage.services import jobs_remap_on_commit
+
+        jobs_remap_on_commit(accounts=[value])

@@ -255,6 +255,11 @@ ROWS = [
     Row("metrics", "get", lambda w: "/metrics", everyone(404, anonymous=404)),  # off until METRICS_TOKEN is set
     # Costs pages: finance's month for finance and admins; anyone else is sent to their own team's month.
     Row("costs:month", "get", lambda w: "/costs/?month=2026-11", FINANCE_PAGE),
+    # What no team was billed (the mapping worklist): finance and admins only, as a page and in the API.
+    Row("costs:unattributed", "get", lambda w: "/costs/unattributed/?month=2026-11",
+        {**everyone(403, anonymous=302), "admin": 200, "finance": 200}),
+    Row("v1:unattributed", "get", lambda w: f"{V1}/unattributed/?month=2026-11",
+        {**everyone(403), "admin": 200, "finance": 200}),
     Row("costs:team", "get", lambda w: "/costs/team/nlp/?month=2026-11", page_seen_by(200, *NLP)),
     Row("costs:team", "get", lambda w: "/costs/team/vision/?month=2026-11", page_seen_by(200, "vision_lead")),
     Row("costs:team-csv", "get", lambda w: "/costs/team/nlp/chargeback.csv?month=2026-11", page_seen_by(200, *NLP[:1])),
