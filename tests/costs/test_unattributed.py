@@ -20,14 +20,17 @@ NOV, DEC = Month(2026, 11), Month(2026, 12)
 
 
 def unmapped_pod():
-    """The cluster declares 4 GPUs. A pod of namespace `ml-serving` (no mapping) seen on 2 GPUs for 3 hours, and a Slurm job of account `chem`."""
+    """The cluster declares 4 GPUs. A pod of namespace `ml-serving` (no mapping) seen on 2 GPUs for 3 hours,
+    and a Slurm job of account `chem`."""
     start = at("2026-11-05T00:00:00Z")
     pod = [
         *series(start=start, minutes=180, every_s=600, job_id="ml-serving/vllm-0", gpu_uuid="GPU-a", gpu_index=0),
         *series(start=start, minutes=180, every_s=600, job_id="ml-serving/vllm-0", gpu_uuid="GPU-b", gpu_index=1),
     ]
-    slurm = job_record(job_id="991", project="chem", team=None, gpus=1, start_time="2026-11-06T00:00:00Z",
-                       submit_time="2026-11-06T00:00:00Z", end_time="2026-11-06T01:00:00Z", state="completed")  # fmt: skip
+    slurm = job_record(
+        job_id="991", project="chem", team=None, gpus=1, start_time="2026-11-06T00:00:00Z",
+        submit_time="2026-11-06T00:00:00Z", end_time="2026-11-06T01:00:00Z", state="completed",
+    )  # fmt: skip
     job = job_record(job_id="ml-serving/vllm-0", project="ml-serving", team=None, gpus=None,
                      submit_time="2026-11-05T00:00:00Z", start_time="2026-11-05T00:00:00Z",
                      end_time="2026-11-05T03:00:00Z", state="completed")  # fmt: skip
