@@ -313,17 +313,18 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
             continue
         month = month_of(day)
         month_terms = terms.of(month)
-        if terms.closed(month) and (cid, day) in frozen:
-            capacity = frozen[(cid, day)]
-        else:
-            until = min(month.end, now)
-            capacity = day_capacity(clusters[cid], day, until, inventory[cid], month_terms, grace)
-            upto = min(until, day_start(day) + DAY)
-            fresh.extend(
-                CapacityDay(cluster_id=cid, day=day, gpu_model=m, gpu_hours=c.gpu_hours, cost=c.cost, priced_until=upto)
-                for m, c in capacity.items()
-            )
         until = min(month.end, now)
+        if terms.closed(month) and (cid, day) in frozen:
+            capacity = dict(frozen[(cid, day)])
+        else:
+            capacity = day_capacity(clusters[cid], day, until, inventory[cid], month_terms, grace)
+        if not month_terms.declares(clusters[cid], min(until, day_start(day) + DAY)):
+            _cover_allocation(capacity, allocated[(cid, day)])
+        upto = min(until, day_start(day) + DAY)
+        fresh.extend(
+            CapacityDay(cluster_id=cid, day=day, gpu_model=m, gpu_hours=c.gpu_hours, cost=c.cost, priced_until=upto)
+            for m, c in capacity.items()
+        )
         rows.extend(unallocated_rows(cid, clusters[cid], day, until, capacity, allocated[(cid, day)], month_terms))
     by_cluster: dict[int, set[date]] = defaultdict(set)
     for cid, day in keys:
@@ -332,15 +333,19 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
     for cid, cdays in by_cluster.items():
         stale |= Q(cluster_id=cid, day__in=cdays)
     Charge.objects.filter(stale, kind__in=[Charge.Kind.UNALLOCATED, Charge.Kind.SHARED]).delete()
-    open_keys = Q()
-    for cid, cdays in by_cluster.items():
-        open_days = {d for d in cdays if not terms.closed(month_of(d)) or (cid, d) not in frozen}
-        if open_days:
-            open_keys |= Q(cluster_id=cid, day__in=open_days)
-    if open_keys:
-        CapacityDay.objects.filter(open_keys).delete()
+    CapacityDay.objects.filter(stale).delete()
     CapacityDay.objects.bulk_create(fresh, batch_size=WRITE_BATCH)
     _insert(rows, now)
+
+
+def _cover_allocation(capacity: dict[str, Capacity], allocated: Allocated) -> None:
+    """A cluster known only from its collectors has at least the GPUs its jobs held: a job that held GPUs before
+    they first reported (or after the close froze the month's capacity) extends the day's capacity to cover it.
+    Declared capacity is authoritative instead: allocation beyond it is a gap that reconcile names."""
+    for model, used in allocated.by_model.items():
+        cap = capacity.get(model, Capacity())
+        if used.gpu_hours > cap.gpu_hours or used.cost > cap.cost:
+            capacity[model] = Capacity(max(cap.gpu_hours, used.gpu_hours), max(cap.cost, used.cost))
 
 
 def _frozen_capacity(keys: set[tuple[int, date]], terms: TermsByMonth) -> dict[tuple[int, date], dict[str, Capacity]]:

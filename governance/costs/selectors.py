@@ -263,7 +263,9 @@ class Reconciliation:
         return not self.problems
 
 
-GAP = "{cluster}: {model} allocated {allocated} GPU-hours but capacity is {capacity} (gap {gap} GPU-hours)"
+GAP = (
+    "{cluster}: {model} on {day} allocated {allocated} GPU-hours but capacity is {capacity} (gap {gap} GPU-hours)"
+)
 OFF = (
     "{cluster}: team charges + unallocated = {charged} {currency} but capacity x rate = {capacity} {currency}"
     " (off by {off})"
@@ -284,17 +286,18 @@ def reconcile(*, month: Month) -> Reconciliation:
     capacity = CapacityDay.objects.filter(day__gte=month.start.date(), day__lt=month.end.date())
     capacity_cost = dict(capacity.values("cluster__name").annotate(c=Sum("cost")).values_list("cluster__name", "c"))
     problems = []
-    allocated = ledger.filter(kind="usage").values("cluster_name", "gpu_model").annotate(h=Sum("gpu_hours"))
+    # Per day: GPU-hours held on a day cannot come from another day's idle capacity.
+    allocated = ledger.filter(kind="usage").values("cluster_name", "day", "gpu_model").annotate(h=Sum("gpu_hours"))
     cap_hours = {
-        (r["cluster__name"], r["gpu_model"]): r["h"]
-        for r in capacity.values("cluster__name", "gpu_model").annotate(h=Sum("gpu_hours"))
+        (r["cluster__name"], r["day"], r["gpu_model"]): r["h"]
+        for r in capacity.values("cluster__name", "day", "gpu_model").annotate(h=Sum("gpu_hours"))
     }
-    for r in sorted(allocated, key=lambda r: (r["cluster_name"], r["gpu_model"])):
-        cap = cap_hours.get((r["cluster_name"], r["gpu_model"]), ZERO)
+    for r in sorted(allocated, key=lambda r: (r["cluster_name"], r["day"], r["gpu_model"])):
+        cap = cap_hours.get((r["cluster_name"], r["day"], r["gpu_model"]), ZERO)
         if to_cents(r["h"] - cap) > 0:
             gap = to_cents(r["h"] - cap)
             model = r["gpu_model"] or "(unknown model)"
-            problems.append(GAP.format(cluster=r["cluster_name"], model=model, allocated=to_cents(r["h"]),
+            problems.append(GAP.format(cluster=r["cluster_name"], model=model, day=r["day"], allocated=to_cents(r["h"]),
                                        capacity=to_cents(cap), gap=gap))  # fmt: skip
     names = sorted(set(charged) | set(capacity_cost))
     checks = [ClusterCheck(n, charged.get(n) or ZERO, capacity_cost.get(n) or ZERO) for n in names]

@@ -137,14 +137,16 @@ def test_reconcile_passes_then_fails_when_a_frozen_charge_is_altered(two_teams, 
 @time_machine.travel("2026-12-02T10:00:00Z", tick=False)
 def test_reconcile_names_the_gap_when_allocation_exceeds_capacity(cast, cluster, capsys):
     set_rate(H100, "1.00")
-    declare(1, since="2026-11-30")
+    declare(1, since="2026-11-01")
     ingest([job(gpus=2, start_time="2026-11-03T00:00:00Z", end_time="2026-11-03T20:00:00Z")])
 
     with pytest.raises(CommandError) as failure:
         call_command("reconcile", "2026-11")
 
     # 2 GPUs x 20 h held against 1 GPU x 24 h of capacity
-    assert f"c1: {H100} allocated 40.00 GPU-hours but capacity is 24.00 (gap 16.00 GPU-hours)" in str(failure.value)
+    assert f"c1: {H100} on 2026-11-03 allocated 40.00 GPU-hours but capacity is 24.00 (gap 16.00 GPU-hours)" in str(
+        failure.value
+    )
 
 
 @time_machine.travel("2026-12-02T10:00:00Z", tick=False)
