@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
+from django.utils import timezone
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, mixins, renderers, serializers, status, viewsets
@@ -349,6 +350,13 @@ class UnattributedSerializer(serializers.Serializer):
     currency = serializers.CharField()
 
 
+class OptionalMonthQuery(serializers.Serializer):
+    month = serializers.RegexField(
+        r"^(19|20|21)\d{2}-(0[1-9]|1[0-2])$", required=False,
+        error_messages={"invalid": "Use YYYY-MM, a year from 1900 to 2199."},
+    )  # fmt: skip
+
+
 class UnattributedView(generics.GenericAPIView):
     """GPU-hours billed to no team in a month, per cluster and account, largest first (finance and admins).
     Mapping the account to a project (POST /api/v1/project-mappings/) re-attributes the open months."""
@@ -357,13 +365,14 @@ class UnattributedView(generics.GenericAPIView):
     serializer_class = UnattributedSerializer
     filter_backends: list = []
 
-    @extend_schema(parameters=[OpenApiParameter("month", str, required=True, description="YYYY-MM")])
+    @extend_schema(parameters=[OpenApiParameter("month", str, required=False, description="YYYY-MM; default: now")])
     def get(self, request: Request) -> Response:
         if not request.user.sees_all_costs:
             return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", NOT_ALLOWED.format(who="finance"))
-        query = MonthQuery(data=request.query_params)
+        query = OptionalMonthQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
-        month = Month.parse(query.validated_data["month"])
+        text = query.validated_data.get("month")
+        month = Month.parse(text) if text else Month.of(timezone.now())
         rows = [{**vars(r), "cost": to_cents(r.cost)} for r in unattributed(month=month)]
         page = self.paginate_queryset(rows)
         return self.get_paginated_response(UnattributedSerializer(page, many=True).data)
