@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
+from django.utils import timezone
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, renderers, serializers, status, viewsets
@@ -20,6 +21,7 @@ from governance.api.permissions import AdminWrites
 from governance.api.services import audit_request_write
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs.focus import focus_csv
+from governance.costs.forecasts import GROUPS, last_whole_day, spend_forecast
 from governance.costs.models import Budget, DeclaredCapacity, RateCard, UnallocatedPolicyTerm
 from governance.costs.selectors import chargeback_by_team, month_closed
 from governance.costs.services import (
@@ -132,6 +134,46 @@ class ChargebackView(APIView):
             # The CSV streams past the renderers; what reaches one is an error, which is JSON and must say so.
             response.accepted_renderer, response.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
         return response
+
+
+class ForecastQuery(MonthQuery):
+    group = serializers.ChoiceField(choices=sorted(GROUPS), default="team")
+    as_of = serializers.DateField(required=False, help_text="Charges of later days are ignored (default: yesterday).")
+
+
+class ForecastSerializer(serializers.Serializer):
+    group = serializers.CharField()
+    name = serializers.CharField()
+    as_of = serializers.DateField()
+    spent = serializers.DecimalField(max_digits=20, decimal_places=2)
+    forecast = serializers.DecimalField(max_digits=20, decimal_places=2)
+    low = serializers.DecimalField(max_digits=20, decimal_places=2)
+    high = serializers.DecimalField(max_digits=20, decimal_places=2)
+    currency = serializers.CharField()
+    method = serializers.CharField()
+
+
+class ForecastView(APIView):
+    """Month-end spend forecast with its 80% interval, per team (or per project or cluster of the teams the user
+    may see), from the month's charges up to the end of `as_of`."""
+
+    permission_classes = [HasReadScope]
+
+    @extend_schema(parameters=[ForecastQuery], responses=ForecastSerializer(many=True))
+    def get(self, request: Request):
+        query = ForecastQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        v = query.validated_data
+        month = Month.parse(v["month"])
+        visible = teams_visible(user=request.user)
+        if v.get("team"):
+            visible = visible.filter(slug=v["team"])
+        everything = request.user.sees_all_costs and not v.get("team")
+        team_ids = None if everything else list(visible.values_list("pk", flat=True))
+        as_of = v.get("as_of") or last_whole_day(month, timezone.now())
+        forecasts = spend_forecast(month=month, as_of=as_of, group=v["group"], team_ids=team_ids)
+        rows = [f for f in forecasts if v["group"] != "team" or everything or f.key is not None]
+        return Response(ForecastSerializer(rows, many=True).data)
 
 
 class MonthCloseView(APIView):

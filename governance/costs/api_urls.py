@@ -6,5 +6,6 @@ from django.urls import path
 from governance.costs import api
 
 urlpatterns = [
+    path("forecast/", api.ForecastView.as_view(), name="forecast"),
     path("months/<str:month>/close/", api.MonthCloseView.as_view(), name="month-close"),
 ]

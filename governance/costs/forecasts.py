@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -63,11 +63,18 @@ def _f(value: Decimal | None) -> float:
     return float(value or 0)
 
 
+def last_whole_day(month: Month, now: datetime) -> date:
+    """What a page forecasts from: the charges up to the end of yesterday (today is not over)."""
+    return min((now - timedelta(days=1)).date(), (month.end - timedelta(days=1)).date())
+
+
 def spend_forecast(
-    *, month: Month, as_of: date, group: str = "team", keys: Iterable[int | None] | None = None
-) -> list[SpendForecast]:
+    *, month: Month, as_of: date, group: str = "team", keys: Iterable[int | None] | None = None,
+    combined: str | None = None, team_ids: Iterable[int] | None = None,
+) -> list[SpendForecast]:  # fmt: skip
     """Forecasts of the month for every team (project, cluster) with spend in the month or its history window;
-    `keys` keeps those ids (None: the rows without one). Charges dated after `as_of` are ignored."""
+    `keys` keeps those ids (None: the rows without one). Charges dated after `as_of` are ignored. `combined`
+    forecasts the sum of them all as one series of that name. `team_ids` keeps the rows of those teams only."""
     id_field, name_field = GROUPS[group]
     first = month.start.date()
     days = month_days(first)
@@ -77,6 +84,8 @@ def spend_forecast(
         rows = rows.exclude(kind="unallocated")
     elif group == "project":
         rows = rows.filter(kind="usage")
+    if team_ids is not None:
+        rows = rows.filter(team_id__in=list(team_ids))
     if keys is not None:
         ids = list(keys)
         known = [i for i in ids if i is not None]
@@ -89,8 +98,8 @@ def spend_forecast(
     names: dict[int | None, str] = {}
     sums = rows.values("kind", "month", "day", id_field, name_field).annotate(cost=Sum("cost")).order_by()
     for r in sums:
-        key = r[id_field]
-        names.setdefault(key, r[name_field])
+        key = None if combined else r[id_field]
+        names.setdefault(key, combined or r[name_field])
         if r["kind"] == "adjustment":
             if r["month"] == first:
                 extra[key] += r["cost"] or Decimal(0)

@@ -177,16 +177,25 @@ class Budget(models.Model):
 
 
 class BudgetAlert(models.Model):
-    """A threshold of a budget that was crossed and announced: at most one per threshold and month."""
+    """A threshold of a budget that was crossed (actual) or that the month-end forecast will cross (forecast),
+    and was announced: at most one per kind, threshold and month."""
+
+    class Kind(models.TextChoices):
+        ACTUAL = "actual", "Spent"
+        FORECAST = "forecast", "Forecast to exceed"
 
     budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="alerts")
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.ACTUAL)
     threshold = models.PositiveSmallIntegerField()
-    spent = models.DecimalField(max_digits=16, decimal_places=2)
+    spent = models.DecimalField(max_digits=16, decimal_places=2, help_text="Forecast alerts: the forecast.")
+    expected_on = models.DateField(null=True, blank=True, help_text="Forecast alerts: the day it is expected.")
     sent_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-sent_at"]
-        constraints = [models.UniqueConstraint(fields=["budget", "threshold"], name="budgetalert_once_per_threshold")]
+        constraints = [
+            models.UniqueConstraint(fields=["budget", "kind", "threshold"], name="budgetalert_once_per_kind_threshold")
+        ]
 
     def __str__(self) -> str:
         return f"{self.budget}: {self.threshold}% crossed"

@@ -7,7 +7,7 @@ import logging
 import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from governance.costs.corrections import corrections_refresh, months_corrected_in
 from governance.costs.currency import validate_currency
+from governance.costs.forecasts import spend_forecast
 from governance.costs.locks import lock_months
 from governance.costs.marks import terms_changed
 from governance.costs.models import (
@@ -217,6 +218,8 @@ class AlertSent:
     spent: Decimal
     budget: Decimal
     currency: str
+    kind: str = BudgetAlert.Kind.ACTUAL
+    expected_on: date | None = None
 
 
 def budget_alerts_check(*, month: Month | None = None, now: datetime | None = None) -> list[AlertSent]:
@@ -243,7 +246,45 @@ def budget_alerts_check(*, month: Month | None = None, now: datetime | None = No
             note = AlertSent(budget.team.name, threshold, spent, budget.amount, budget.currency)
             transaction.on_commit(lambda b=budget, n=note, a=alert.pk: _announce(b, n, a))
             sent.append(note)
+    sent.extend(_forecast_alerts(budgets, spent_by_team, month, now))
     return sent
+
+
+def _forecast_alerts(budgets: list[Budget], spent: dict, month: Month, now: datetime) -> list[AlertSent]:
+    """Once per budget and month: the month-end forecast exceeds the budget that the spend has not reached yet."""
+    pending = [b for b in budgets if to_cents(spent[b.team_id]) < b.amount]
+    if not pending or month.end <= now:
+        return []
+    as_of = (now - timedelta(days=1)).date()  # the last whole day
+    forecasts = {f.key: f for f in spend_forecast(month=month, as_of=as_of, keys=[b.team_id for b in pending])}
+    sent = []
+    for budget in pending:
+        f = forecasts.get(budget.team_id)
+        if f is None or f.forecast <= budget.amount:
+            continue
+        try:
+            with transaction.atomic():
+                alert = BudgetAlert.objects.create(budget=budget, kind=BudgetAlert.Kind.FORECAST, threshold=100,
+                                                   spent=f.forecast, expected_on=f.crosses(budget.amount))  # fmt: skip
+        except IntegrityError:
+            continue
+        note = AlertSent(budget.team.name, 100, f.forecast, budget.amount, budget.currency,
+                         BudgetAlert.Kind.FORECAST, alert.expected_on)  # fmt: skip
+        transaction.on_commit(lambda b=budget, n=note, a=alert.pk: _announce(b, n, a))
+        sent.append(note)
+    return sent
+
+
+def forecast_alert_text(note: AlertSent) -> str:
+    """'nlp will exceed 50,000 USD by about the 24th (forecast 61,000 USD)'."""
+    when = f" by about the {_ordinal(note.expected_on.day)}" if note.expected_on else ""
+    return (f"{note.team} will exceed {note.budget:,.2f} {note.currency}{when}"
+            f" (month-end forecast {note.spent:,.2f} {note.currency}).")  # fmt: skip
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def _lead_emails(team: Team) -> list[str]:
@@ -258,6 +299,9 @@ def _lead_emails(team: Team) -> list[str]:
 def _announce(budget: Budget, note: AlertSent, alert_pk: int) -> None:
     subject = f"[gpu-governance] {note.team} reached {note.threshold}% of its {budget.month:%Y-%m} GPU budget"
     body = f"{note.team} has spent {note.spent} {note.currency} of {note.budget} {note.currency} ({note.threshold}%)."
+    if note.kind == BudgetAlert.Kind.FORECAST:
+        subject = f"[gpu-governance] {note.team} is forecast to exceed its {budget.month:%Y-%m} GPU budget"
+        body = forecast_alert_text(note)
     recipients = _lead_emails(budget.team)
     if recipients:
         send_mail(subject, body, None, recipients, fail_silently=True)
@@ -272,6 +316,9 @@ def _announce(budget: Budget, note: AlertSent, alert_pk: int) -> None:
             "currency": note.currency,
             "alert": alert_pk,
         }
+        if note.kind == BudgetAlert.Kind.FORECAST:
+            payload |= {"kind": note.kind, "forecast": str(note.spent),
+                        "expected_on": note.expected_on.isoformat() if note.expected_on else None}  # fmt: skip
         webhook_post(url=url, payload=payload)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import date, timedelta
+from itertools import pairwise
 
 NAIVE, WEEKDAY, RECENT = "naive", "weekday", "recent"
 METHODS = (NAIVE, WEEKDAY, RECENT)
@@ -104,7 +105,7 @@ def month_forecast(
         return Forecast(spent, spent, spent, spent, method, [(as_of, spent, spent, spent)])
     history = sorted(known)
     deseasoned = [known[d] / factors[d.weekday()] for d in history]
-    changes = [b - a for a, b in zip(deseasoned, deseasoned[1:], strict=False)]
+    changes = [b - a for a, b in pairwise(deseasoned)]
     paths = _bootstrap(changes, level, [factors[d.weekday()] for d in remaining], random.Random(seed))
     tail = (1 - coverage) / 2
     path = [(as_of, spent, spent, spent)]
