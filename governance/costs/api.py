@@ -23,7 +23,7 @@ from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs.focus import focus_csv
 from governance.costs.forecasts import GROUPS, last_whole_day, spend_forecast
 from governance.costs.models import Budget, DeclaredCapacity, RateCard, UnallocatedPolicyTerm
-from governance.costs.selectors import chargeback_by_team, month_closed
+from governance.costs.selectors import chargeback_by_team, footprint_by_team, month_closed
 from governance.costs.services import (
     MonthClosed,
     budget_set,
@@ -174,6 +174,32 @@ class ForecastView(APIView):
         forecasts = spend_forecast(month=month, as_of=as_of, group=v["group"], team_ids=team_ids)
         rows = [f for f in forecasts if v["group"] != "team" or everything or f.key is not None]
         return Response(ForecastSerializer(rows, many=True).data)
+
+
+class FootprintSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    energy_kwh = serializers.DecimalField(max_digits=20, decimal_places=3)
+    carbon_kg = serializers.DecimalField(max_digits=20, decimal_places=3)
+    showback_cost = serializers.DecimalField(max_digits=20, decimal_places=2)
+    currency = serializers.CharField()
+
+
+class FootprintView(APIView):
+    """Per team and month: energy (kWh), carbon (kg CO2e = kWh x grid intensity) and the cost shown, not billed."""
+
+    permission_classes = [HasReadScope]
+
+    @extend_schema(parameters=[MonthQuery], responses=FootprintSerializer(many=True))
+    def get(self, request: Request):
+        query = MonthQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        month = Month.parse(query.validated_data["month"])
+        visible = teams_visible(user=request.user)
+        if query.validated_data.get("team"):
+            visible = visible.filter(slug=query.validated_data["team"])
+        everything = request.user.sees_all_costs and not query.validated_data.get("team")
+        ids = None if everything else list(visible.values_list("pk", flat=True))
+        return Response(FootprintSerializer(footprint_by_team(month=month, team_ids=ids), many=True).data)
 
 
 class MonthCloseView(APIView):

@@ -7,5 +7,6 @@ from governance.costs import api
 
 urlpatterns = [
     path("forecast/", api.ForecastView.as_view(), name="forecast"),
+    path("footprint/", api.FootprintView.as_view(), name="footprint"),
     path("months/<str:month>/close/", api.MonthCloseView.as_view(), name="month-close"),
 ]

@@ -87,6 +87,50 @@ class UnallocatedPolicyTerm(models.Model):
         return f"{self.cluster}: {self.policy} from {self.valid_from:%Y-%m-%d}"
 
 
+class BillingModeTerm(models.Model):
+    """Whether a cluster's charges are billed to the teams (chargeback) or only shown to them (showback), from
+    `valid_from` on. A day is under the term in force at its end; with no term, a cluster bills."""
+
+    class Mode(models.TextChoices):
+        BILLED = "billed", "Billed (chargeback)"
+        SHOWBACK = "showback", "Shown, not billed (showback)"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="billing_terms")
+    mode = models.CharField(max_length=8, choices=Mode.choices)
+    valid_from = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster", "-valid_from"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "valid_from"], name="billingmode_unique_from")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.mode} from {self.valid_from:%Y-%m-%d}"
+
+
+class GridIntensity(models.Model):
+    """The carbon intensity of the grid a cluster draws from (kg CO2e per kWh), from `valid_from` on; a day is
+    under the value in force at its end. `source` names where the number came from (a dataset and its year)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="grid_intensity")
+    location = models.CharField(max_length=64, blank=True, help_text="ISO 3166 alpha-3 country, or a grid region.")
+    kg_co2e_per_kwh = models.DecimalField(max_digits=8, decimal_places=6, validators=[MinValueValidator(Decimal(0))])
+    source = models.CharField(max_length=200, blank=True)
+    valid_from = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster", "-valid_from"]
+        verbose_name_plural = "grid intensity"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "valid_from"], name="gridintensity_unique_from"),
+            models.CheckConstraint(condition=models.Q(kg_co2e_per_kwh__gte=0), name="gridintensity_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.kg_co2e_per_kwh} kg CO2e/kWh from {self.valid_from:%Y-%m-%d}"
+
+
 class MonthClose(models.Model):
     """A month finance has closed: its statement lines are frozen and never change again.
 
@@ -138,6 +182,12 @@ class StatementLine(models.Model):
     idle_cost = models.DecimalField(**MONEY)
     energy_kwh = models.DecimalField(**HOURS)
     energy_cost = models.DecimalField(**MONEY)
+    carbon_kg = models.DecimalField(
+        **HOURS, default=Decimal(0), db_default=Decimal(0), help_text="kg CO2e: energy x grid intensity."
+    )
+    billed = models.BooleanField(
+        default=True, db_default=True, help_text="False: showback, the cost is shown and not billed."
+    )
     currency = models.CharField(max_length=3)
     at_default_rate = models.BooleanField(default=False)
     # Ids as they were at the close (no constraint: the line outlives what it names); corrections are keyed by them.
@@ -246,6 +296,12 @@ class Charge(models.Model):
     idle_cost = models.DecimalField(**MONEY)
     energy_kwh = models.DecimalField(**HOURS)
     energy_cost = models.DecimalField(**MONEY)
+    carbon_kg = models.DecimalField(
+        **HOURS, default=Decimal(0), db_default=Decimal(0), help_text="kg CO2e: energy x grid intensity."
+    )
+    billed = models.BooleanField(
+        default=True, db_default=True, help_text="False: showback, the cost is shown and not billed."
+    )
     currency = models.CharField(max_length=3)
     at_default_rate = models.BooleanField(default=False)
     corrects = models.DateField(null=True, blank=True, help_text="Adjustments: the closed month they correct.")

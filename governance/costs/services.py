@@ -7,7 +7,7 @@ import logging
 import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
@@ -16,6 +16,7 @@ from django.core.mail import send_mail
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from governance.costs.carbon import country_intensity
 from governance.costs.corrections import corrections_refresh, months_corrected_in
 from governance.costs.currency import validate_currency
 from governance.costs.forecasts import spend_forecast
@@ -23,9 +24,12 @@ from governance.costs.locks import lock_months
 from governance.costs.marks import terms_changed
 from governance.costs.models import (
     DEFAULT_MODEL,
+    BillingModeTerm,
     Budget,
     BudgetAlert,
+    Charge,
     DeclaredCapacity,
+    GridIntensity,
     MonthClose,
     RateCard,
     UnallocatedPolicyTerm,
@@ -162,6 +166,58 @@ def policy_set(*, cluster: str, policy: str, valid_from: datetime) -> Unallocate
     return term
 
 
+UNKNOWN_MODE = "mode: {value!r} is not one of {choices}."
+
+
+def billing_mode_set(*, cluster: str, mode: str, valid_from: datetime) -> BillingModeTerm:
+    """Bill a cluster's charges (`billed`) or only show them (`showback`: statements carry the cost, BilledCost 0)
+    from `valid_from` on; a date in a closed month is refused. The open days after it are re-priced."""
+    if mode not in BillingModeTerm.Mode.values:
+        raise ValidationError(
+            UNKNOWN_MODE.format(value=mode, choices=", ".join(BillingModeTerm.Mode.values)), code="invalid"
+        )
+    month_open_check(when=valid_from)
+    cluster_obj = _cluster(cluster)
+    with transaction.atomic():
+        term, _ = BillingModeTerm.objects.update_or_create(
+            cluster=cluster_obj, valid_from=valid_from, defaults={"mode": mode}
+        )
+        terms_changed(since=valid_from, cluster_id=cluster_obj.pk, gpu_model=None)
+        # The flag moves no money: rows already priced (days ahead of the marks included) take it at once.
+        terms, closed = live_terms(), last_closed_month()
+        rows = Charge.objects.filter(cluster=cluster_obj, day__gte=valid_from.date())
+        if closed is not None:
+            rows = rows.filter(month__gte=closed.end.date())
+        for day in rows.values_list("day", flat=True).distinct():
+            billed = terms.billed(cluster_obj.name, datetime.combine(day, time(), tzinfo=UTC) + timedelta(days=1))
+            rows.filter(day=day).exclude(billed=billed).update(billed=billed)
+    return term
+
+
+def grid_intensity_set(
+    *, cluster: str, valid_from: datetime, location: str = "", kg_co2e_per_kwh: Decimal | str | None = None,
+    source: str = "",
+) -> GridIntensity:  # fmt: skip
+    """The grid carbon intensity of a cluster from `valid_from` on: a given value, else the default of its
+    location (an ISO 3166 alpha-3 country) from the shipped dataset (governance/costs/carbon.py)."""
+    if kg_co2e_per_kwh in (None, ""):
+        try:
+            value, source = country_intensity(location)
+        except ValueError as exc:
+            raise ValidationError(str(exc), code="invalid") from None
+    else:
+        value = _decimal(kg_co2e_per_kwh, "kg_co2e_per_kwh")
+    month_open_check(when=valid_from)
+    cluster_obj = _cluster(cluster)
+    with transaction.atomic():
+        term, _ = GridIntensity.objects.update_or_create(
+            cluster=cluster_obj, valid_from=valid_from,
+            defaults={"kg_co2e_per_kwh": value, "location": location.strip().upper(), "source": source or "given"},
+        )  # fmt: skip
+        terms_changed(since=valid_from, cluster_id=cluster_obj.pk, gpu_model=None)
+    return term
+
+
 def budget_set(
     *, team: Team, month: Month, amount: Decimal | str, currency: str = "USD", thresholds: list[int] | None = None,
     webhook_url: str = "",
@@ -181,10 +237,11 @@ def budget_set(
 FREEZE = """
 INSERT INTO costs_statementline (close_id, kind, period_start, period_end, corrects, cluster_name, team_id,
     team_name, project_name, job_ref, user_name, gpu_model, mig_profile, gpu_hours, used_gpu_hours, idle_gpu_hours,
-    cost, idle_cost, energy_kwh, energy_cost, currency, at_default_rate, job_id, project_id, corrected_kind, reason)
+    cost, idle_cost, energy_kwh, energy_cost, carbon_kg, billed, currency, at_default_rate, job_id, project_id,
+    corrected_kind, reason)
 SELECT %s, kind, period_start, period_end, corrects, cluster_name, team_id, team_name, project_name, job_ref,
     user_name, gpu_model, mig_profile, gpu_hours, used_gpu_hours, idle_gpu_hours, cost, idle_cost, energy_kwh,
-    energy_cost, currency, at_default_rate, job_id, project_id, corrected_kind, reason
+    energy_cost, carbon_kg, billed, currency, at_default_rate, job_id, project_id, corrected_kind, reason
 FROM costs_charge WHERE month = %s ORDER BY kind, period_start, id
 """
 

@@ -23,6 +23,7 @@ from governance.costs.selectors import (
 )
 from governance.costs.services import DEFAULT_THRESHOLDS, statement_close
 from governance.dashboard.figures.costs import budget_gauge, cost_by, cost_trend
+from governance.dashboard.footprint import footprint_panel
 from governance.dashboard.forecasts import forecast_panel
 from governance.lib.months import Month
 from governance.org.models import Team
@@ -73,6 +74,7 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
     breakdown = team_breakdown(month=month, team_id=team.pk)
     budget = Budget.objects.filter(team=team, month=month.start.date()).first()
     context = {"team": team, "month": month, "b": breakdown, "detail": detail, "budget": budget}
+    context["footprint"] = footprint_panel(month=month, team_ids=[team.pk])
     context["forecast"] = forecast_panel(
         month=month,
         team_ids=[team.pk],
