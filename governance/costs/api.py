@@ -22,12 +22,22 @@ from governance.api.services import audit_request_write
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs.focus import focus_csv
 from governance.costs.forecasts import GROUPS, last_whole_day, spend_forecast
-from governance.costs.models import Budget, DeclaredCapacity, RateCard, UnallocatedPolicyTerm
+from governance.costs.models import (
+    Anomaly,
+    BillingModeTerm,
+    Budget,
+    DeclaredCapacity,
+    GridIntensity,
+    RateCard,
+    UnallocatedPolicyTerm,
+)
 from governance.costs.selectors import chargeback_by_team, footprint_by_team, month_closed
 from governance.costs.services import (
     MonthClosed,
+    billing_mode_set,
     budget_set,
     capacity_set,
+    grid_intensity_set,
     policy_set,
     rate_card_set,
     statement_close,
@@ -399,7 +409,108 @@ class BudgetViewSet(TermViewSet):
         )  # fmt: skip
 
 
+class BillingModeSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name")
+
+    class Meta:
+        model = BillingModeTerm
+        fields = ["id", "cluster", "mode", "valid_from"]
+        read_only_fields = ["id"]
+        validators = []
+
+
+class GridIntensitySerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name")
+    kg_co2e_per_kwh = serializers.DecimalField(max_digits=8, decimal_places=6, required=False, allow_null=True)
+
+    class Meta:
+        model = GridIntensity
+        fields = ["id", "cluster", "location", "kg_co2e_per_kwh", "source", "valid_from"]
+        read_only_fields = ["id"]
+        validators = []
+
+
+class BillingModeFilter(ClusterNameFilter):
+    class Meta:
+        model = BillingModeTerm
+        fields = ["cluster"]
+
+
+class GridIntensityFilter(ClusterNameFilter):
+    class Meta:
+        model = GridIntensity
+        fields = ["cluster"]
+
+
+class BillingModeViewSet(TermViewSet):
+    """Whether each cluster bills its charges or only shows them (showback), effective-dated."""
+
+    serializer_class = BillingModeSerializer
+    filterset_class = BillingModeFilter
+
+    def visible(self, user: User) -> QuerySet[BillingModeTerm]:
+        rows = BillingModeTerm.objects.select_related("cluster").order_by("cluster__name", "valid_from")
+        return _everyone_signed_in(user, rows)
+
+    def write(self, request: Request, v: dict) -> BillingModeTerm:
+        return billing_mode_set(cluster=v["cluster"]["name"], mode=v["mode"], valid_from=v["valid_from"])
+
+
+class GridIntensityViewSet(TermViewSet):
+    """The grid carbon intensity of each cluster (given, or its country's from the shipped dataset), effective-dated."""
+
+    serializer_class = GridIntensitySerializer
+    filterset_class = GridIntensityFilter
+
+    def visible(self, user: User) -> QuerySet[GridIntensity]:
+        rows = GridIntensity.objects.select_related("cluster").order_by("cluster__name", "valid_from")
+        return _everyone_signed_in(user, rows)
+
+    def write(self, request: Request, v: dict) -> GridIntensity:
+        return grid_intensity_set(cluster=v["cluster"]["name"], valid_from=v["valid_from"],
+                                  location=v.get("location", ""), kg_co2e_per_kwh=v.get("kg_co2e_per_kwh"),
+                                  source=v.get("source", ""))  # fmt: skip
+
+
+class AnomalySerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.slug")
+    project = serializers.CharField(source="project.slug", allow_null=True, default=None)
+
+    class Meta:
+        model = Anomaly
+        fields = ["id", "team", "project", "day", "metric", "value", "baseline", "score", "window_days",
+                  "detected_at"]  # fmt: skip
+
+
+class AnomalyFilter(filters.FilterSet):
+    team = filters.CharFilter(field_name="team__slug")
+    metric = filters.ChoiceFilter(choices=Anomaly.Metric.choices)
+    since = filters.DateFilter(field_name="day", lookup_expr="gte")
+
+    class Meta:
+        model = Anomaly
+        fields = ["team", "metric", "since"]
+
+
+class AnomalyViewSet(VisibleQuerysetMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+    """Days whose spend, idle share or GPU-hours jumped far from their recent normal, for the teams you may see."""
+
+    serializer_class = AnomalySerializer
+    filterset_class = AnomalyFilter
+    permission_classes = [HasReadScope]
+
+    def visible(self, user: User) -> QuerySet[Anomaly]:
+        return (
+            Anomaly.objects.filter(team__in=teams_visible(user=user))
+            .select_related("team", "project")
+            .order_by("-day", "team__slug", "metric", "id")
+        )
+
+
 ROUTES = [
+    ("billing-modes", BillingModeViewSet, "billing-modes"),
+    ("grid-intensity", GridIntensityViewSet, "grid-intensity"),
+    ("anomalies", AnomalyViewSet, "anomalies"),
     ("rates", RateCardViewSet, "rates"),
     ("capacity", CapacityViewSet, "capacity"),
     ("policies", PolicyViewSet, "policies"),

@@ -358,3 +358,37 @@ class CapacityDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster} {self.day} {self.gpu_model}: {self.gpu_hours} GPU-h"
+
+
+class Anomaly(models.Model):
+    """A day on which a team's (or one of its projects') spend, idle share or GPU-hours jumped far from its recent
+    normal: the day's value, the baseline (median of the window before it) and the robust score (in MADs)."""
+
+    class Metric(models.TextChoices):
+        SPEND = "spend", "Spend"
+        IDLE_SHARE = "idle_share", "Idle share of the cost"
+        GPU_HOURS = "gpu_hours", "GPU-hours"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="anomalies")
+    project = models.ForeignKey("org.Project", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    day = models.DateField()
+    metric = models.CharField(max_length=12, choices=Metric.choices)
+    value = models.DecimalField(max_digits=24, decimal_places=6)
+    baseline = models.DecimalField(max_digits=24, decimal_places=6)
+    score = models.FloatField(help_text="(value - baseline) / (1.4826 x MAD) over the window before the day.")
+    window_days = models.PositiveSmallIntegerField()
+    detected_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-day", "team", "metric"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "day", "metric"], condition=models.Q(project__isnull=True),
+                                    name="anomaly_once_per_team_day_metric"),
+            models.UniqueConstraint(fields=["team", "project", "day", "metric"],
+                                    condition=models.Q(project__isnull=False),
+                                    name="anomaly_once_per_project_day_metric"),
+        ]  # fmt: skip
+        indexes = [models.Index(fields=["team", "-day"], name="anomaly_team_day_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.day} {self.metric}: {self.value} vs {self.baseline} ({self.score:+.1f})"

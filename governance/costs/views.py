@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from governance.costs.anomalies import team_anomalies
 from governance.costs.focus import focus_csv
 from governance.costs.models import Budget
 from governance.costs.selectors import (
@@ -75,6 +76,7 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
     budget = Budget.objects.filter(team=team, month=month.start.date()).first()
     context = {"team": team, "month": month, "b": breakdown, "detail": detail, "budget": budget}
     context["footprint"] = footprint_panel(month=month, team_ids=[team.pk])
+    context["anomalies"] = team_anomalies(team_id=team.pk, first=month.start.date(), last=month.end.date())
     context["forecast"] = forecast_panel(
         month=month,
         team_ids=[team.pk],
