@@ -392,3 +392,35 @@ class Anomaly(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team} {self.day} {self.metric}: {self.value} vs {self.baseline} ({self.score:+.1f})"
+
+
+class OwnedGpuCost(models.Model):
+    """What one owned GPU of a model on a cluster costs: purchase price, residual value, depreciation months from
+    `in_service_from`, the power price and the overhead share. governance/costs/owned.py derives the hourly rate;
+    the service writes it as the cluster's rate cards, one per depreciation month."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="owned_costs")
+    gpu_model = models.CharField(max_length=200)
+    purchase_price_per_gpu = models.DecimalField(max_digits=14, decimal_places=2, validators=[MinValueValidator(0)])
+    residual_value_per_gpu = models.DecimalField(max_digits=14, decimal_places=2, default=Decimal(0),
+                                                 validators=[MinValueValidator(0)])  # fmt: skip
+    depreciation_months = models.PositiveSmallIntegerField(validators=[MinValueValidator(1)])
+    power_price_per_kwh = models.DecimalField(max_digits=10, decimal_places=6, default=Decimal(0))
+    overhead_share = models.DecimalField(
+        max_digits=6, decimal_places=4, default=Decimal(0),
+        help_text="Facilities, staff, network: a share of capex + power (0.15 = 15%).",
+    )  # fmt: skip
+    currency = models.CharField(max_length=3, default="USD", validators=[validate_currency])
+    in_service_from = models.DateField(help_text="The first day of the first depreciation month.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster", "gpu_model", "-in_service_from"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "gpu_model", "in_service_from"], name="ownedgpucost_unique"),
+            models.CheckConstraint(condition=models.Q(residual_value_per_gpu__lte=models.F("purchase_price_per_gpu")),
+                                   name="ownedgpucost_residual_within_price"),
+        ]  # fmt: skip
+
+    def __str__(self) -> str:
+        return f"{self.cluster} {self.gpu_model}: {self.purchase_price_per_gpu} {self.currency} per GPU"

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from governance.costs.carbon import country_intensity
@@ -31,9 +32,11 @@ from governance.costs.models import (
     DeclaredCapacity,
     GridIntensity,
     MonthClose,
+    OwnedGpuCost,
     RateCard,
     UnallocatedPolicyTerm,
 )
+from governance.costs.owned import Derivation, owned_rate_derive
 from governance.costs.reprice import month_reprice
 from governance.costs.selectors import chargeback_by_team
 from governance.costs.terms import live_terms
@@ -216,6 +219,31 @@ def grid_intensity_set(
         )  # fmt: skip
         terms_changed(since=valid_from, cluster_id=cluster_obj.pk, gpu_model=None)
     return term
+
+
+def owned_gpu_rates_set(*, cost: OwnedGpuCost, measured_days: int = 30, now: datetime | None = None) -> Derivation:
+    """Derive the hourly rate of an owned GPU (capex amortised, measured power, overhead) and write it as the
+    cluster's rate card of each depreciation month that is still open, through rate_card_set."""
+    now = now or timezone.now()
+    since = (now - timedelta(days=measured_days)).date()
+    used = Charge.objects.filter(kind="usage", cluster=cost.cluster, gpu_model=cost.gpu_model, day__gte=since)
+    sums = used.aggregate(kwh=Sum("energy_kwh"), hours=Sum("gpu_hours"))
+    mean_kw = (sums["kwh"] / sums["hours"]).quantize(Decimal("0.0001")) if sums["hours"] else Decimal(0)
+    start = Month(cost.in_service_from.year, cost.in_service_from.month)
+    try:
+        derivation = owned_rate_derive(
+            purchase=cost.purchase_price_per_gpu, residual=cost.residual_value_per_gpu,
+            months=cost.depreciation_months, start=start, mean_kw=mean_kw, power_price=cost.power_price_per_kwh,
+            overhead_share=cost.overhead_share, currency=cost.currency,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise ValidationError(str(exc), code="invalid") from None
+    closed = last_closed_month()
+    for m in derivation.months:
+        if closed is None or m.month.start >= closed.end:
+            rate_card_set(gpu_model=cost.gpu_model, price=m.rate, currency=cost.currency, valid_from=m.month.start,
+                          cluster=cost.cluster.name)  # fmt: skip
+    return derivation
 
 
 def budget_set(
