@@ -221,23 +221,28 @@ def grid_intensity_set(
     return term
 
 
-def owned_gpu_rates_set(*, cost: OwnedGpuCost, measured_days: int = 30, now: datetime | None = None) -> Derivation:
-    """Derive the hourly rate of an owned GPU (capex amortised, measured power, overhead) and write it as the
-    cluster's rate card of each depreciation month that is still open, through rate_card_set."""
+def owned_gpu_rate_derive(*, cost: OwnedGpuCost, measured_days: int = 30, now: datetime | None = None) -> Derivation:
+    """The hourly rate of an owned GPU with its arithmetic: capex amortised per month, the mean kW its jobs drew
+    over the last `measured_days` (from the ledger's kWh / GPU-hours) x the power price, and the overhead share."""
     now = now or timezone.now()
     since = (now - timedelta(days=measured_days)).date()
     used = Charge.objects.filter(kind="usage", cluster=cost.cluster, gpu_model=cost.gpu_model, day__gte=since)
     sums = used.aggregate(kwh=Sum("energy_kwh"), hours=Sum("gpu_hours"))
     mean_kw = (sums["kwh"] / sums["hours"]).quantize(Decimal("0.0001")) if sums["hours"] else Decimal(0)
-    start = Month(cost.in_service_from.year, cost.in_service_from.month)
     try:
-        derivation = owned_rate_derive(
+        return owned_rate_derive(
             purchase=cost.purchase_price_per_gpu, residual=cost.residual_value_per_gpu,
-            months=cost.depreciation_months, start=start, mean_kw=mean_kw, power_price=cost.power_price_per_kwh,
-            overhead_share=cost.overhead_share, currency=cost.currency,
+            months=cost.depreciation_months, start=Month(cost.in_service_from.year, cost.in_service_from.month),
+            mean_kw=mean_kw, power_price=cost.power_price_per_kwh, overhead_share=cost.overhead_share,
+            currency=cost.currency,
         )  # fmt: skip
     except ValueError as exc:
         raise ValidationError(str(exc), code="invalid") from None
+
+
+def owned_gpu_rates_set(*, cost: OwnedGpuCost, measured_days: int = 30, now: datetime | None = None) -> Derivation:
+    """Write the derived rate as the cluster's rate card of each depreciation month still open (rate_card_set)."""
+    derivation = owned_gpu_rate_derive(cost=cost, measured_days=measured_days, now=now)
     closed = last_closed_month()
     for m in derivation.months:
         if closed is None or m.month.start >= closed.end:

@@ -68,3 +68,16 @@ def test_the_service_writes_a_rate_card_per_open_month_from_the_measured_power(c
     cards = RateCard.objects.filter(cluster=cluster, gpu_model=H100).order_by("valid_from")
     assert cards.count() == 36 and cards[0].price_per_gpu_hour == Decimal("1.255834")
     assert_billing_invariants()
+
+
+def test_the_command_prints_the_rate_with_its_arithmetic(cluster):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("owned_rate", "c1", H100, "--purchase", "30000", "--residual", "3000", "--months", "36", "--from",
+                 "2026-11", "--power-price", "0.2", "--overhead", "0.1", stdout=out)  # fmt: skip
+
+    assert "capex rate (2026-11) = 750.00 USD / 720 h = 1.041667 USD/GPU-h" in out.getvalue()
+    assert not RateCard.objects.exists()
