@@ -470,3 +470,10 @@ CELERY_BEAT_SCHEDULE["check-budgets"] = {"task": "costs.check_budgets", "schedul
 # The charge ledger: marked days are re-priced after each batch and every minute; running jobs every 5 minutes.
 CELERY_BEAT_SCHEDULE["reprice-marked-days"] = {"task": "costs.reprice", "schedule": 60.0}
 CELERY_BEAT_SCHEDULE["reprice-running-jobs"] = {"task": "costs.reprice_running", "schedule": 300.0}
+# Spend anomalies: a day more than THRESHOLD robust deviations (MADs x 1.4826) from the median of the WINDOW days
+# before it, once MIN_DAYS of history exist; the MAD floor keeps a flat history from flagging every wiggle.
+GOVERNANCE_ANOMALY_WINDOW_DAYS = env_int("GOVERNANCE_ANOMALY_WINDOW_DAYS", 28)
+GOVERNANCE_ANOMALY_MIN_DAYS = env_int("GOVERNANCE_ANOMALY_MIN_DAYS", 7)
+GOVERNANCE_ANOMALY_THRESHOLD = env_float("GOVERNANCE_ANOMALY_THRESHOLD", 5.0)
+GOVERNANCE_ANOMALY_LOOKBACK_DAYS = env_int("GOVERNANCE_ANOMALY_LOOKBACK_DAYS", 3)
+CELERY_BEAT_SCHEDULE["detect-anomalies"] = {"task": "costs.detect_anomalies", "schedule": 3600.0}

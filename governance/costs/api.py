@@ -21,12 +21,23 @@ from governance.api.permissions import AdminWrites
 from governance.api.services import audit_request_write
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs.focus import focus_csv
-from governance.costs.models import Budget, DeclaredCapacity, RateCard, UnallocatedPolicyTerm
-from governance.costs.selectors import chargeback_by_team, month_closed, unattributed
+from governance.costs.forecasts import GROUPS, last_whole_day, spend_forecast
+from governance.costs.models import (
+    Anomaly,
+    BillingModeTerm,
+    Budget,
+    DeclaredCapacity,
+    GridIntensity,
+    RateCard,
+    UnallocatedPolicyTerm,
+)
+from governance.costs.selectors import chargeback_by_team, footprint_by_team, month_closed, unattributed
 from governance.costs.services import (
     MonthClosed,
+    billing_mode_set,
     budget_set,
     capacity_set,
+    grid_intensity_set,
     policy_set,
     rate_card_set,
     statement_close,
@@ -133,6 +144,72 @@ class ChargebackView(APIView):
             # The CSV streams past the renderers; what reaches one is an error, which is JSON and must say so.
             response.accepted_renderer, response.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
         return response
+
+
+class ForecastQuery(MonthQuery):
+    group = serializers.ChoiceField(choices=sorted(GROUPS), default="team")
+    as_of = serializers.DateField(required=False, help_text="Charges of later days are ignored (default: yesterday).")
+
+
+class ForecastSerializer(serializers.Serializer):
+    group = serializers.CharField()
+    name = serializers.CharField()
+    as_of = serializers.DateField()
+    spent = serializers.DecimalField(max_digits=20, decimal_places=2)
+    forecast = serializers.DecimalField(max_digits=20, decimal_places=2)
+    low = serializers.DecimalField(max_digits=20, decimal_places=2)
+    high = serializers.DecimalField(max_digits=20, decimal_places=2)
+    currency = serializers.CharField()
+    method = serializers.CharField()
+
+
+class ForecastView(APIView):
+    """Month-end spend forecast with its 80% interval, per team (or per project or cluster of the teams the user
+    may see), from the month's charges up to the end of `as_of`."""
+
+    permission_classes = [HasReadScope]
+
+    @extend_schema(parameters=[ForecastQuery], responses=ForecastSerializer(many=True))
+    def get(self, request: Request):
+        query = ForecastQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        v = query.validated_data
+        month = Month.parse(v["month"])
+        visible = teams_visible(user=request.user)
+        if v.get("team"):
+            visible = visible.filter(slug=v["team"])
+        everything = request.user.sees_all_costs and not v.get("team")
+        team_ids = None if everything else list(visible.values_list("pk", flat=True))
+        as_of = v.get("as_of") or last_whole_day(month, timezone.now())
+        forecasts = spend_forecast(month=month, as_of=as_of, group=v["group"], team_ids=team_ids)
+        rows = [f for f in forecasts if v["group"] != "team" or everything or f.key is not None]
+        return Response(ForecastSerializer(rows, many=True).data)
+
+
+class FootprintSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    energy_kwh = serializers.DecimalField(max_digits=20, decimal_places=3)
+    carbon_kg = serializers.DecimalField(max_digits=20, decimal_places=3)
+    showback_cost = serializers.DecimalField(max_digits=20, decimal_places=2)
+    currency = serializers.CharField()
+
+
+class FootprintView(APIView):
+    """Per team and month: energy (kWh), carbon (kg CO2e = kWh x grid intensity) and the cost shown, not billed."""
+
+    permission_classes = [HasReadScope]
+
+    @extend_schema(parameters=[MonthQuery], responses=FootprintSerializer(many=True))
+    def get(self, request: Request):
+        query = MonthQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        month = Month.parse(query.validated_data["month"])
+        visible = teams_visible(user=request.user)
+        if query.validated_data.get("team"):
+            visible = visible.filter(slug=query.validated_data["team"])
+        everything = request.user.sees_all_costs and not query.validated_data.get("team")
+        ids = None if everything else list(visible.values_list("pk", flat=True))
+        return Response(FootprintSerializer(footprint_by_team(month=month, team_ids=ids), many=True).data)
 
 
 class MonthCloseView(APIView):
@@ -332,7 +409,108 @@ class BudgetViewSet(TermViewSet):
         )  # fmt: skip
 
 
+class BillingModeSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name")
+
+    class Meta:
+        model = BillingModeTerm
+        fields = ["id", "cluster", "mode", "valid_from"]
+        read_only_fields = ["id"]
+        validators = []
+
+
+class GridIntensitySerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name")
+    kg_co2e_per_kwh = serializers.DecimalField(max_digits=8, decimal_places=6, required=False, allow_null=True)
+
+    class Meta:
+        model = GridIntensity
+        fields = ["id", "cluster", "location", "kg_co2e_per_kwh", "source", "valid_from"]
+        read_only_fields = ["id"]
+        validators = []
+
+
+class BillingModeFilter(ClusterNameFilter):
+    class Meta:
+        model = BillingModeTerm
+        fields = ["cluster"]
+
+
+class GridIntensityFilter(ClusterNameFilter):
+    class Meta:
+        model = GridIntensity
+        fields = ["cluster"]
+
+
+class BillingModeViewSet(TermViewSet):
+    """Whether each cluster bills its charges or only shows them (showback), effective-dated."""
+
+    serializer_class = BillingModeSerializer
+    filterset_class = BillingModeFilter
+
+    def visible(self, user: User) -> QuerySet[BillingModeTerm]:
+        rows = BillingModeTerm.objects.select_related("cluster").order_by("cluster__name", "valid_from")
+        return _everyone_signed_in(user, rows)
+
+    def write(self, request: Request, v: dict) -> BillingModeTerm:
+        return billing_mode_set(cluster=v["cluster"]["name"], mode=v["mode"], valid_from=v["valid_from"])
+
+
+class GridIntensityViewSet(TermViewSet):
+    """The grid carbon intensity of each cluster (given, or its country's from the shipped dataset), effective-dated."""
+
+    serializer_class = GridIntensitySerializer
+    filterset_class = GridIntensityFilter
+
+    def visible(self, user: User) -> QuerySet[GridIntensity]:
+        rows = GridIntensity.objects.select_related("cluster").order_by("cluster__name", "valid_from")
+        return _everyone_signed_in(user, rows)
+
+    def write(self, request: Request, v: dict) -> GridIntensity:
+        return grid_intensity_set(cluster=v["cluster"]["name"], valid_from=v["valid_from"],
+                                  location=v.get("location", ""), kg_co2e_per_kwh=v.get("kg_co2e_per_kwh"),
+                                  source=v.get("source", ""))  # fmt: skip
+
+
+class AnomalySerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.slug")
+    project = serializers.CharField(source="project.slug", allow_null=True, default=None)
+
+    class Meta:
+        model = Anomaly
+        fields = ["id", "team", "project", "day", "metric", "value", "baseline", "score", "window_days",
+                  "detected_at"]  # fmt: skip
+
+
+class AnomalyFilter(filters.FilterSet):
+    team = filters.CharFilter(field_name="team__slug")
+    metric = filters.ChoiceFilter(choices=Anomaly.Metric.choices)
+    since = filters.DateFilter(field_name="day", lookup_expr="gte")
+
+    class Meta:
+        model = Anomaly
+        fields = ["team", "metric", "since"]
+
+
+class AnomalyViewSet(VisibleQuerysetMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+    """Days whose spend, idle share or GPU-hours jumped far from their recent normal, for the teams you may see."""
+
+    serializer_class = AnomalySerializer
+    filterset_class = AnomalyFilter
+    permission_classes = [HasReadScope]
+
+    def visible(self, user: User) -> QuerySet[Anomaly]:
+        return (
+            Anomaly.objects.filter(team__in=teams_visible(user=user))
+            .select_related("team", "project")
+            .order_by("-day", "team__slug", "metric", "id")
+        )
+
+
 ROUTES = [
+    ("billing-modes", BillingModeViewSet, "billing-modes"),
+    ("grid-intensity", GridIntensityViewSet, "grid-intensity"),
+    ("anomalies", AnomalyViewSet, "anomalies"),
     ("rates", RateCardViewSet, "rates"),
     ("capacity", CapacityViewSet, "capacity"),
     ("policies", PolicyViewSet, "policies"),

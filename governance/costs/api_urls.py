@@ -6,6 +6,8 @@ from django.urls import path
 from governance.costs import api
 
 urlpatterns = [
+    path("forecast/", api.ForecastView.as_view(), name="forecast"),
+    path("footprint/", api.FootprintView.as_view(), name="footprint"),
     path("months/<str:month>/close/", api.MonthCloseView.as_view(), name="month-close"),
     path("unattributed/", api.UnattributedView.as_view(), name="unattributed"),
 ]

@@ -6,7 +6,7 @@ open month. A zero difference writes no row; recomputing gives the same rows, so
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Max, Sum
@@ -81,6 +81,9 @@ def corrections_refresh(*, corrected: Month, now: datetime) -> int:
         "corrected_kind",
     )
     clusters = dict(Cluster.objects.values_list("name", "pk"))
+    from governance.costs.terms import live_terms  # terms import the ledger's models; corrections are read first
+
+    landing_terms, first_day_end = live_terms(), landing.start + timedelta(days=1)
     rows = []
     for key in sorted(set(current) | set(billed) | set(earlier), key=str):
         now_amounts = current.get(key)
@@ -98,6 +101,7 @@ def corrections_refresh(*, corrected: Month, now: datetime) -> int:
             cluster_name=cluster_name, job_id=job_id, team_id=team_id, project_id=project_id, gpu_model=gpu_model,
             mig_profile=mig_profile, corrects=corrected.start.date(), corrected_kind=kind,
             reason=f"correction of {corrected}: {REASONS[kind]}", priced_at=now,
+            billed=landing_terms.billed(cluster_name, first_day_end),
             **{n: names[n] for n in NAMES}, **{a: Decimal(diff[a]) for a in AMOUNTS},
         ))  # fmt: skip
     Charge.objects.filter(

@@ -33,7 +33,7 @@ OPTIONAL = [
 ]  # fmt: skip
 EXTENSIONS = [
     "x_IdleCost", "x_UsedGpuHours", "x_IdleGpuHours", "x_GpuModel", "x_MigProfile", "x_EnergyKwh", "x_EnergyCost",
-    "x_AtDefaultRate", "x_CorrectsMonth", "x_ChargeKind",
+    "x_AtDefaultRate", "x_CorrectsMonth", "x_ChargeKind", "x_CarbonKgCo2e", "x_BillingMode",
 ]  # fmt: skip
 HEADER = MANDATORY + OPTIONAL + EXTENSIONS
 
@@ -81,8 +81,9 @@ def focus_row(c: Line, month: Month, account: str, provider: str) -> list[str]:
         resource = f"{c.cluster}/unallocated/{c.gpu_model}" if c.gpu_model else ""
     tags = json.dumps({"user": c.user, "cluster": c.cluster, "project": c.project}, ensure_ascii=False)
     adjustment = c.kind == "adjustment"
+    billed = cost if c.billed else _amount(Decimal(0))  # showback: EffectiveCost is the cost, nothing is billed
     return [
-        cost, cell(account), cell(account), c.currency, focus_time(month.start), focus_time(month.end),
+        billed, cell(account), cell(account), c.currency, focus_time(month.start), focus_time(month.end),
         "Adjustment" if adjustment else "Usage", "Correction" if adjustment else "", cell(_description(c)),
         focus_time(c.period_start), focus_time(c.period_end), cost, cost, cell(provider), cost, hours, UNIT,
         cell(provider), cell(provider), SERVICE_CATEGORY, SERVICE_NAME,
@@ -90,6 +91,7 @@ def focus_row(c: Line, month: Month, account: str, provider: str) -> list[str]:
         cell(sku), cell(tags), _amount(c.idle_cost), _amount(c.used_gpu_hours), _amount(c.idle_gpu_hours),
         cell(c.gpu_model), cell(c.mig_profile), _amount(c.energy_kwh), _amount(c.energy_cost),
         "true" if c.at_default_rate else "false", str(c.corrects) if c.corrects else "", c.kind,
+        _amount(c.carbon_kg), "billed" if c.billed else "showback",
     ]  # fmt: skip
 
 
@@ -144,13 +146,13 @@ KNOWN_TEAM = f"team_id IS NOT NULL AND team_name NOT IN ('{UNALLOCATED}', '{UNAT
 def _columns() -> list[str]:
     """The FOCUS columns over a subquery `f` that formats each amount and time once per row."""
     values = [
-        "f.cost", "%(account)s", "%(account)s", "f.currency", "%(period_start)s", "%(period_end)s",
+        "f.billed_cost", "%(account)s", "%(account)s", "f.currency", "%(period_start)s", "%(period_end)s",
         "CASE WHEN f.kind = 'adjustment' THEN 'Adjustment' ELSE 'Usage' END",
         "CASE WHEN f.kind = 'adjustment' THEN 'Correction' END", "f.description", "f.period_start", "f.period_end",
         "f.cost", "f.cost", "%(provider)s", "f.cost", "f.hours", f"'{UNIT}'", "%(provider)s", "%(provider)s",
         f"'{SERVICE_CATEGORY}'", f"'{SERVICE_NAME}'", "f.hours", f"'{UNIT}'", "f.sub_account", "f.team",
         "f.resource", "f.job_ref", "f.sku", "f.tags", "f.idle_cost", "f.used", "f.idle", "f.gpu_model",
-        "f.mig_profile", "f.kwh", "f.energy_cost", "f.at_default", "f.corrects", "f.kind",
+        "f.mig_profile", "f.kwh", "f.energy_cost", "f.at_default", "f.corrects", "f.kind", "f.carbon", "f.mode",
     ]  # fmt: skip
     return [f'{value} AS "{name}"' for value, name in zip(values, HEADER, strict=True)]
 
@@ -165,7 +167,9 @@ SELECT kind, currency, {_six("cost")} AS cost, {_six("gpu_hours")} AS hours, {_s
     {_six("idle_cost")} AS idle_cost, {_six("used_gpu_hours")} AS used, {_six("idle_gpu_hours")} AS idle,
     {_safe("gpu_model")} AS gpu_model, {_safe("mig_profile")} AS mig_profile, {_six("energy_kwh")} AS kwh,
     {_six("energy_cost")} AS energy_cost, CASE WHEN at_default_rate THEN 'true' ELSE 'false' END AS at_default,
-    to_char(corrects, 'YYYY-MM') AS corrects
+    to_char(corrects, 'YYYY-MM') AS corrects, {_six("carbon_kg")} AS carbon,
+    CASE WHEN billed THEN {_six("cost")} ELSE '0.000000' END AS billed_cost,
+    CASE WHEN billed THEN 'billed' ELSE 'showback' END AS mode
 FROM {{table}} WHERE {{where}} ORDER BY kind DESC, period_start, id OFFSET 0
 """  # noqa: S608
 

@@ -29,7 +29,9 @@ DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
 HOURS_PLACES = Decimal("0.000001")
 MONEY_PLACES = Decimal("0.0000000001")
-AMOUNTS = ("gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cost", "idle_cost", "energy_kwh", "energy_cost")
+AMOUNTS = (
+    "gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cost", "idle_cost", "energy_kwh", "energy_cost", "carbon_kg",
+)  # fmt: skip
 MONEY_FIELDS = frozenset({"cost", "idle_cost", "energy_cost"})
 
 
@@ -122,6 +124,7 @@ def _row(job: JobFacts, day: date, lo: datetime, hi: datetime, model: str, profi
     amounts = {
         "gpu_hours": hours, "used_gpu_hours": hours * used, "idle_gpu_hours": hours * idle, "cost": cost,
         "idle_cost": cost * idle, "energy_kwh": kwh, "energy_cost": kwh * (pricing.energy_price_per_kwh or ZERO),
+        "carbon_kg": kwh * terms.intensity(job.cluster, day_start(day) + DAY),
     }  # fmt: skip
     return {
         "kind": "usage", "month": month_of(day).start.date(), "day": day, "period_start": lo, "period_end": hi,
@@ -129,6 +132,7 @@ def _row(job: JobFacts, day: date, lo: datetime, hi: datetime, model: str, profi
         "user_name": job.user, "team_id": job.team_id, "team_name": job.team or UNATTRIBUTED,
         "project_id": job.project_id, "project_name": job.project, "gpu_model": model, "mig_profile": profile,
         "currency": currency, "at_default_rate": pricing.at_default,
+        "billed": terms.billed(job.cluster, day_start(day) + DAY),
         **{name: quantized(name, value) for name, value in amounts.items()},
     }  # fmt: skip
 
@@ -256,6 +260,7 @@ def unallocated_rows(
     what the team was charged on the cluster that month (as the month stands: an open month's shares move)."""
     currency = terms.currency
     share = terms.policy(cluster, day_start(day) + DAY) == SHARE
+    billed = terms.billed(cluster, day_start(day) + DAY)
     weights = {t: c for t, c in allocated.month_teams.items() if c > 0}
     rows = []
     for model, cap in sorted(capacity.items()):
@@ -269,6 +274,8 @@ def unallocated_rows(
             rows.append(line)
             continue
         rows.extend(_shares(cluster_id, cluster, day, until, model, currency, hours, cost, weights))
+    for row in rows:
+        row["billed"] = billed
     return rows
 
 

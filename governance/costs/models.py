@@ -87,6 +87,50 @@ class UnallocatedPolicyTerm(models.Model):
         return f"{self.cluster}: {self.policy} from {self.valid_from:%Y-%m-%d}"
 
 
+class BillingModeTerm(models.Model):
+    """Whether a cluster's charges are billed to the teams (chargeback) or only shown to them (showback), from
+    `valid_from` on. A day is under the term in force at its end; with no term, a cluster bills."""
+
+    class Mode(models.TextChoices):
+        BILLED = "billed", "Billed (chargeback)"
+        SHOWBACK = "showback", "Shown, not billed (showback)"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="billing_terms")
+    mode = models.CharField(max_length=8, choices=Mode.choices)
+    valid_from = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster", "-valid_from"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "valid_from"], name="billingmode_unique_from")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.mode} from {self.valid_from:%Y-%m-%d}"
+
+
+class GridIntensity(models.Model):
+    """The carbon intensity of the grid a cluster draws from (kg CO2e per kWh), from `valid_from` on; a day is
+    under the value in force at its end. `source` names where the number came from (a dataset and its year)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="grid_intensity")
+    location = models.CharField(max_length=64, blank=True, help_text="ISO 3166 alpha-3 country, or a grid region.")
+    kg_co2e_per_kwh = models.DecimalField(max_digits=8, decimal_places=6, validators=[MinValueValidator(Decimal(0))])
+    source = models.CharField(max_length=200, blank=True)
+    valid_from = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster", "-valid_from"]
+        verbose_name_plural = "grid intensity"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "valid_from"], name="gridintensity_unique_from"),
+            models.CheckConstraint(condition=models.Q(kg_co2e_per_kwh__gte=0), name="gridintensity_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.kg_co2e_per_kwh} kg CO2e/kWh from {self.valid_from:%Y-%m-%d}"
+
+
 class MonthClose(models.Model):
     """A month finance has closed: its statement lines are frozen and never change again.
 
@@ -138,6 +182,12 @@ class StatementLine(models.Model):
     idle_cost = models.DecimalField(**MONEY)
     energy_kwh = models.DecimalField(**HOURS)
     energy_cost = models.DecimalField(**MONEY)
+    carbon_kg = models.DecimalField(
+        **HOURS, default=Decimal(0), db_default=Decimal(0), help_text="kg CO2e: energy x grid intensity."
+    )
+    billed = models.BooleanField(
+        default=True, db_default=True, help_text="False: showback, the cost is shown and not billed."
+    )
     currency = models.CharField(max_length=3)
     at_default_rate = models.BooleanField(default=False)
     # Ids as they were at the close (no constraint: the line outlives what it names); corrections are keyed by them.
@@ -177,16 +227,25 @@ class Budget(models.Model):
 
 
 class BudgetAlert(models.Model):
-    """A threshold of a budget that was crossed and announced: at most one per threshold and month."""
+    """A threshold of a budget that was crossed (actual) or that the month-end forecast will cross (forecast),
+    and was announced: at most one per kind, threshold and month."""
+
+    class Kind(models.TextChoices):
+        ACTUAL = "actual", "Spent"
+        FORECAST = "forecast", "Forecast to exceed"
 
     budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="alerts")
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.ACTUAL)
     threshold = models.PositiveSmallIntegerField()
-    spent = models.DecimalField(max_digits=16, decimal_places=2)
+    spent = models.DecimalField(max_digits=16, decimal_places=2, help_text="Forecast alerts: the forecast.")
+    expected_on = models.DateField(null=True, blank=True, help_text="Forecast alerts: the day it is expected.")
     sent_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-sent_at"]
-        constraints = [models.UniqueConstraint(fields=["budget", "threshold"], name="budgetalert_once_per_threshold")]
+        constraints = [
+            models.UniqueConstraint(fields=["budget", "kind", "threshold"], name="budgetalert_once_per_kind_threshold")
+        ]
 
     def __str__(self) -> str:
         return f"{self.budget}: {self.threshold}% crossed"
@@ -237,6 +296,12 @@ class Charge(models.Model):
     idle_cost = models.DecimalField(**MONEY)
     energy_kwh = models.DecimalField(**HOURS)
     energy_cost = models.DecimalField(**MONEY)
+    carbon_kg = models.DecimalField(
+        **HOURS, default=Decimal(0), db_default=Decimal(0), help_text="kg CO2e: energy x grid intensity."
+    )
+    billed = models.BooleanField(
+        default=True, db_default=True, help_text="False: showback, the cost is shown and not billed."
+    )
     currency = models.CharField(max_length=3)
     at_default_rate = models.BooleanField(default=False)
     corrects = models.DateField(null=True, blank=True, help_text="Adjustments: the closed month they correct.")
@@ -293,3 +358,69 @@ class CapacityDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster} {self.day} {self.gpu_model}: {self.gpu_hours} GPU-h"
+
+
+class Anomaly(models.Model):
+    """A day on which a team's (or one of its projects') spend, idle share or GPU-hours jumped far from its recent
+    normal: the day's value, the baseline (median of the window before it) and the robust score (in MADs)."""
+
+    class Metric(models.TextChoices):
+        SPEND = "spend", "Spend"
+        IDLE_SHARE = "idle_share", "Idle share of the cost"
+        GPU_HOURS = "gpu_hours", "GPU-hours"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="anomalies")
+    project = models.ForeignKey("org.Project", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    day = models.DateField()
+    metric = models.CharField(max_length=12, choices=Metric.choices)
+    value = models.DecimalField(max_digits=24, decimal_places=6)
+    baseline = models.DecimalField(max_digits=24, decimal_places=6)
+    score = models.FloatField(help_text="(value - baseline) / (1.4826 x MAD) over the window before the day.")
+    window_days = models.PositiveSmallIntegerField()
+    detected_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-day", "team", "metric"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "day", "metric"], condition=models.Q(project__isnull=True),
+                                    name="anomaly_once_per_team_day_metric"),
+            models.UniqueConstraint(fields=["team", "project", "day", "metric"],
+                                    condition=models.Q(project__isnull=False),
+                                    name="anomaly_once_per_project_day_metric"),
+        ]  # fmt: skip
+        indexes = [models.Index(fields=["team", "-day"], name="anomaly_team_day_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.day} {self.metric}: {self.value} vs {self.baseline} ({self.score:+.1f})"
+
+
+class OwnedGpuCost(models.Model):
+    """What one owned GPU of a model on a cluster costs: purchase price, residual value, depreciation months from
+    `in_service_from`, the power price and the overhead share. governance/costs/owned.py derives the hourly rate;
+    the service writes it as the cluster's rate cards, one per depreciation month."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="owned_costs")
+    gpu_model = models.CharField(max_length=200)
+    purchase_price_per_gpu = models.DecimalField(max_digits=14, decimal_places=2, validators=[MinValueValidator(0)])
+    residual_value_per_gpu = models.DecimalField(max_digits=14, decimal_places=2, default=Decimal(0),
+                                                 validators=[MinValueValidator(0)])  # fmt: skip
+    depreciation_months = models.PositiveSmallIntegerField(validators=[MinValueValidator(1)])
+    power_price_per_kwh = models.DecimalField(max_digits=10, decimal_places=6, default=Decimal(0))
+    overhead_share = models.DecimalField(
+        max_digits=6, decimal_places=4, default=Decimal(0),
+        help_text="Facilities, staff, network: a share of capex + power (0.15 = 15%).",
+    )  # fmt: skip
+    currency = models.CharField(max_length=3, default="USD", validators=[validate_currency])
+    in_service_from = models.DateField(help_text="The first day of the first depreciation month.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster", "gpu_model", "-in_service_from"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "gpu_model", "in_service_from"], name="ownedgpucost_unique"),
+            models.CheckConstraint(condition=models.Q(residual_value_per_gpu__lte=models.F("purchase_price_per_gpu")),
+                                   name="ownedgpucost_residual_within_price"),
+        ]  # fmt: skip
+
+    def __str__(self) -> str:
+        return f"{self.cluster} {self.gpu_model}: {self.purchase_price_per_gpu} {self.currency} per GPU"

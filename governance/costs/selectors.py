@@ -13,7 +13,7 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Max, QuerySet, Sum
+from django.db.models import Count, Max, Q, QuerySet, Sum
 
 from governance.costs.corrections import closed_months, months_corrected_in
 from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO
@@ -28,7 +28,7 @@ __all__ = [
 
 LINE_FIELDS = (
     "kind", "period_start", "period_end", "cluster_name", "team_id", "team_name", "project_name", "job_ref",
-    "user_name", "gpu_model", "mig_profile", *AMOUNTS, "currency", "at_default_rate", "corrects", "reason",
+    "user_name", "gpu_model", "mig_profile", *AMOUNTS, "currency", "at_default_rate", "corrects", "reason", "billed",
 )  # fmt: skip
 
 
@@ -54,10 +54,12 @@ class Line:
     idle_cost: Decimal
     energy_kwh: Decimal
     energy_cost: Decimal
+    carbon_kg: Decimal
     currency: str
     at_default_rate: bool
     corrects: Month | None
     reason: str
+    billed: bool = True
 
 
 def month_closed(month: Month) -> MonthClose | None:
@@ -104,7 +106,7 @@ def statement_charges(
             gpu_model=values["gpu_model"], mig_profile=values["mig_profile"],
             **{a: values[a] for a in AMOUNTS}, currency=values["currency"],
             at_default_rate=values["at_default_rate"], corrects=_corrects(values["corrects"]),
-            reason=values["reason"],
+            reason=values["reason"], billed=values["billed"],
         )  # fmt: skip
 
 
@@ -368,3 +370,30 @@ def unattributed(*, month: Month) -> list[Unattributed]:
         )
         for g in groups
     ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """A team's (or every visible team's) month beside its bill: energy, carbon, and the cost shown, not billed."""
+
+    team_id: int | None
+    team: str
+    energy_kwh: Decimal
+    carbon_kg: Decimal
+    showback_cost: Decimal
+    currency: str
+
+
+def footprint_by_team(*, month: Month, team_ids: Iterable[int | None] | None = None) -> list[Footprint]:
+    """Per team: kWh, kg CO2e and the showback cost (statements carry it, nobody is billed for it)."""
+    rows = month_rows(month, team_ids)
+    currency = _currency(rows)
+    totals = (
+        rows.values("team_id", "team_name")
+        .annotate(kwh=Sum("energy_kwh"), carbon=Sum("carbon_kg"), showback=Sum("cost", filter=Q(billed=False)))
+        .order_by("team_name", "team_id")
+    )
+    return [
+        Footprint(r["team_id"], r["team_name"], r["kwh"] or ZERO, r["carbon"] or ZERO, r["showback"] or ZERO, currency)
+        for r in totals
+    ]

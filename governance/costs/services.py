@@ -7,28 +7,36 @@ import logging
 import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Sum
 from django.utils import timezone
 
+from governance.costs.carbon import country_intensity
 from governance.costs.corrections import corrections_refresh, months_corrected_in
 from governance.costs.currency import validate_currency
+from governance.costs.forecasts import spend_forecast
 from governance.costs.locks import lock_months
 from governance.costs.marks import terms_changed
 from governance.costs.models import (
     DEFAULT_MODEL,
+    BillingModeTerm,
     Budget,
     BudgetAlert,
+    Charge,
     DeclaredCapacity,
+    GridIntensity,
     MonthClose,
+    OwnedGpuCost,
     RateCard,
     UnallocatedPolicyTerm,
 )
+from governance.costs.owned import Derivation, owned_rate_derive
 from governance.costs.reprice import month_reprice
 from governance.costs.selectors import chargeback_by_team
 from governance.costs.terms import live_terms
@@ -161,6 +169,88 @@ def policy_set(*, cluster: str, policy: str, valid_from: datetime) -> Unallocate
     return term
 
 
+UNKNOWN_MODE = "mode: {value!r} is not one of {choices}."
+
+
+def billing_mode_set(*, cluster: str, mode: str, valid_from: datetime) -> BillingModeTerm:
+    """Bill a cluster's charges (`billed`) or only show them (`showback`: statements carry the cost, BilledCost 0)
+    from `valid_from` on; a date in a closed month is refused. The open days after it are re-priced."""
+    if mode not in BillingModeTerm.Mode.values:
+        raise ValidationError(
+            UNKNOWN_MODE.format(value=mode, choices=", ".join(BillingModeTerm.Mode.values)), code="invalid"
+        )
+    month_open_check(when=valid_from)
+    cluster_obj = _cluster(cluster)
+    with transaction.atomic():
+        term, _ = BillingModeTerm.objects.update_or_create(
+            cluster=cluster_obj, valid_from=valid_from, defaults={"mode": mode}
+        )
+        terms_changed(since=valid_from, cluster_id=cluster_obj.pk, gpu_model=None)
+        # The flag moves no money: rows already priced (days ahead of the marks included) take it at once.
+        terms, closed = live_terms(), last_closed_month()
+        rows = Charge.objects.filter(cluster=cluster_obj, day__gte=valid_from.date())
+        if closed is not None:
+            rows = rows.filter(month__gte=closed.end.date())
+        for day in rows.values_list("day", flat=True).distinct():
+            billed = terms.billed(cluster_obj.name, datetime.combine(day, time(), tzinfo=UTC) + timedelta(days=1))
+            rows.filter(day=day).exclude(billed=billed).update(billed=billed)
+    return term
+
+
+def grid_intensity_set(
+    *, cluster: str, valid_from: datetime, location: str = "", kg_co2e_per_kwh: Decimal | str | None = None,
+    source: str = "",
+) -> GridIntensity:  # fmt: skip
+    """The grid carbon intensity of a cluster from `valid_from` on: a given value, else the default of its
+    location (an ISO 3166 alpha-3 country) from the shipped dataset (governance/costs/carbon.py)."""
+    if kg_co2e_per_kwh in (None, ""):
+        try:
+            value, source = country_intensity(location)
+        except ValueError as exc:
+            raise ValidationError(str(exc), code="invalid") from None
+    else:
+        value = _decimal(kg_co2e_per_kwh, "kg_co2e_per_kwh")
+    month_open_check(when=valid_from)
+    cluster_obj = _cluster(cluster)
+    with transaction.atomic():
+        term, _ = GridIntensity.objects.update_or_create(
+            cluster=cluster_obj, valid_from=valid_from,
+            defaults={"kg_co2e_per_kwh": value, "location": location.strip().upper(), "source": source or "given"},
+        )  # fmt: skip
+        terms_changed(since=valid_from, cluster_id=cluster_obj.pk, gpu_model=None)
+    return term
+
+
+def owned_gpu_rate_derive(*, cost: OwnedGpuCost, measured_days: int = 30, now: datetime | None = None) -> Derivation:
+    """The hourly rate of an owned GPU with its arithmetic: capex amortised per month, the mean kW its jobs drew
+    over the last `measured_days` (from the ledger's kWh / GPU-hours) x the power price, and the overhead share."""
+    now = now or timezone.now()
+    since = (now - timedelta(days=measured_days)).date()
+    used = Charge.objects.filter(kind="usage", cluster=cost.cluster, gpu_model=cost.gpu_model, day__gte=since)
+    sums = used.aggregate(kwh=Sum("energy_kwh"), hours=Sum("gpu_hours"))
+    mean_kw = (sums["kwh"] / sums["hours"]).quantize(Decimal("0.0001")) if sums["hours"] else Decimal(0)
+    try:
+        return owned_rate_derive(
+            purchase=cost.purchase_price_per_gpu, residual=cost.residual_value_per_gpu,
+            months=cost.depreciation_months, start=Month(cost.in_service_from.year, cost.in_service_from.month),
+            mean_kw=mean_kw, power_price=cost.power_price_per_kwh, overhead_share=cost.overhead_share,
+            currency=cost.currency,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise ValidationError(str(exc), code="invalid") from None
+
+
+def owned_gpu_rates_set(*, cost: OwnedGpuCost, measured_days: int = 30, now: datetime | None = None) -> Derivation:
+    """Write the derived rate as the cluster's rate card of each depreciation month still open (rate_card_set)."""
+    derivation = owned_gpu_rate_derive(cost=cost, measured_days=measured_days, now=now)
+    closed = last_closed_month()
+    for m in derivation.months:
+        if closed is None or m.month.start >= closed.end:
+            rate_card_set(gpu_model=cost.gpu_model, price=m.rate, currency=cost.currency, valid_from=m.month.start,
+                          cluster=cost.cluster.name)  # fmt: skip
+    return derivation
+
+
 def budget_set(
     *, team: Team, month: Month, amount: Decimal | str, currency: str = "USD", thresholds: list[int] | None = None,
     webhook_url: str = "",
@@ -180,10 +270,11 @@ def budget_set(
 FREEZE = """
 INSERT INTO costs_statementline (close_id, kind, period_start, period_end, corrects, cluster_name, team_id,
     team_name, project_name, job_ref, user_name, gpu_model, mig_profile, gpu_hours, used_gpu_hours, idle_gpu_hours,
-    cost, idle_cost, energy_kwh, energy_cost, currency, at_default_rate, job_id, project_id, corrected_kind, reason)
+    cost, idle_cost, energy_kwh, energy_cost, carbon_kg, billed, currency, at_default_rate, job_id, project_id,
+    corrected_kind, reason)
 SELECT %s, kind, period_start, period_end, corrects, cluster_name, team_id, team_name, project_name, job_ref,
     user_name, gpu_model, mig_profile, gpu_hours, used_gpu_hours, idle_gpu_hours, cost, idle_cost, energy_kwh,
-    energy_cost, currency, at_default_rate, job_id, project_id, corrected_kind, reason
+    energy_cost, carbon_kg, billed, currency, at_default_rate, job_id, project_id, corrected_kind, reason
 FROM costs_charge WHERE month = %s ORDER BY kind, period_start, id
 """
 
@@ -217,6 +308,8 @@ class AlertSent:
     spent: Decimal
     budget: Decimal
     currency: str
+    kind: str = BudgetAlert.Kind.ACTUAL
+    expected_on: date | None = None
 
 
 def budget_alerts_check(*, month: Month | None = None, now: datetime | None = None) -> list[AlertSent]:
@@ -243,7 +336,45 @@ def budget_alerts_check(*, month: Month | None = None, now: datetime | None = No
             note = AlertSent(budget.team.name, threshold, spent, budget.amount, budget.currency)
             transaction.on_commit(lambda b=budget, n=note, a=alert.pk: _announce(b, n, a))
             sent.append(note)
+    sent.extend(_forecast_alerts(budgets, spent_by_team, month, now))
     return sent
+
+
+def _forecast_alerts(budgets: list[Budget], spent: dict, month: Month, now: datetime) -> list[AlertSent]:
+    """Once per budget and month: the month-end forecast exceeds the budget that the spend has not reached yet."""
+    pending = [b for b in budgets if to_cents(spent[b.team_id]) < b.amount]
+    if not pending or month.end <= now:
+        return []
+    as_of = (now - timedelta(days=1)).date()  # the last whole day
+    forecasts = {f.key: f for f in spend_forecast(month=month, as_of=as_of, keys=[b.team_id for b in pending])}
+    sent = []
+    for budget in pending:
+        f = forecasts.get(budget.team_id)
+        if f is None or f.forecast <= budget.amount:
+            continue
+        try:
+            with transaction.atomic():
+                alert = BudgetAlert.objects.create(budget=budget, kind=BudgetAlert.Kind.FORECAST, threshold=100,
+                                                   spent=f.forecast, expected_on=f.crosses(budget.amount))  # fmt: skip
+        except IntegrityError:
+            continue
+        note = AlertSent(budget.team.name, 100, f.forecast, budget.amount, budget.currency,
+                         BudgetAlert.Kind.FORECAST, alert.expected_on)  # fmt: skip
+        transaction.on_commit(lambda b=budget, n=note, a=alert.pk: _announce(b, n, a))
+        sent.append(note)
+    return sent
+
+
+def forecast_alert_text(note: AlertSent) -> str:
+    """'nlp will exceed 50,000 USD by about the 24th (forecast 61,000 USD)'."""
+    when = f" by about the {_ordinal(note.expected_on.day)}" if note.expected_on else ""
+    return (f"{note.team} will exceed {note.budget:,.2f} {note.currency}{when}"
+            f" (month-end forecast {note.spent:,.2f} {note.currency}).")  # fmt: skip
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def _lead_emails(team: Team) -> list[str]:
@@ -258,6 +389,9 @@ def _lead_emails(team: Team) -> list[str]:
 def _announce(budget: Budget, note: AlertSent, alert_pk: int) -> None:
     subject = f"[gpu-governance] {note.team} reached {note.threshold}% of its {budget.month:%Y-%m} GPU budget"
     body = f"{note.team} has spent {note.spent} {note.currency} of {note.budget} {note.currency} ({note.threshold}%)."
+    if note.kind == BudgetAlert.Kind.FORECAST:
+        subject = f"[gpu-governance] {note.team} is forecast to exceed its {budget.month:%Y-%m} GPU budget"
+        body = forecast_alert_text(note)
     recipients = _lead_emails(budget.team)
     if recipients:
         send_mail(subject, body, None, recipients, fail_silently=True)
@@ -272,6 +406,9 @@ def _announce(budget: Budget, note: AlertSent, alert_pk: int) -> None:
             "currency": note.currency,
             "alert": alert_pk,
         }
+        if note.kind == BudgetAlert.Kind.FORECAST:
+            payload |= {"kind": note.kind, "forecast": str(note.spent),
+                        "expected_on": note.expected_on.isoformat() if note.expected_on else None}  # fmt: skip
         webhook_post(url=url, payload=payload)
 
 

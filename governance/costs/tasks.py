@@ -29,3 +29,10 @@ def reprice_running() -> int:
     if done.more:
         enqueue("costs.reprice")
     return done.job_days
+
+
+@shared_task(name="costs.detect_anomalies")
+def detect_anomalies() -> int:
+    from governance.costs.anomalies import anomalies_detect
+
+    return len(anomalies_detect())

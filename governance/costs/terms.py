@@ -13,13 +13,22 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from governance.costs.models import DEFAULT_MODEL, DeclaredCapacity, MonthClose, RateCard, UnallocatedPolicyTerm
+from governance.costs.models import (
+    DEFAULT_MODEL,
+    BillingModeTerm,
+    DeclaredCapacity,
+    GridIntensity,
+    MonthClose,
+    RateCard,
+    UnallocatedPolicyTerm,
+)
 from governance.costs.pricing import Card, Rate, RateBook
 from governance.fleet.models import Cluster
 from governance.lib.months import Month
 
 MIXED_CURRENCIES = "Rate cards use more than one currency ({found}); a statement is in one currency."
 SHOW, SHARE = Cluster.UnallocatedPolicy.SHOW.value, Cluster.UnallocatedPolicy.SHARE.value
+BILLED = "billed"
 
 
 class MixedCurrencies(ValueError):
@@ -35,6 +44,10 @@ class Terms:
     declared: dict[tuple[str, str], list[tuple[datetime, int]]]
     # cluster -> [(valid_from, policy)] by valid_from
     policies: dict[str, list[tuple[datetime, str]]]
+    # cluster -> [(valid_from, "billed" | "showback")] by valid_from
+    modes: dict[str, list[tuple[datetime, str]]] = field(default_factory=dict)
+    # cluster -> [(valid_from, kg CO2e per kWh)] by valid_from
+    intensities: dict[str, list[tuple[datetime, Decimal]]] = field(default_factory=dict)
     book: RateBook = field(init=False)
 
     def __post_init__(self) -> None:
@@ -58,6 +71,14 @@ class Terms:
             if valid_from < day_end:
                 current = policy
         return current
+
+    def billed(self, cluster: str, day_end: datetime) -> bool:
+        """Whether the day is billed (chargeback) or only shown (showback), by the term in force at its end."""
+        return _in_force(self.modes.get(cluster, []), day_end, BILLED) == BILLED
+
+    def intensity(self, cluster: str, day_end: datetime) -> Decimal:
+        """kg CO2e per kWh of the cluster's grid at the end of the day (0: no intensity known)."""
+        return _in_force(self.intensities.get(cluster, []), day_end, Decimal(0))
 
     def snapshot(self) -> dict:
         def text(value: Decimal | None) -> str | None:
@@ -85,6 +106,16 @@ class Terms:
                 for cluster, steps in sorted(self.policies.items())
                 for valid_from, policy in steps
             ],
+            "modes": [
+                [cluster, valid_from.isoformat(), mode]
+                for cluster, steps in sorted(self.modes.items())
+                for valid_from, mode in steps
+            ],
+            "intensities": [
+                [cluster, valid_from.isoformat(), str(value)]
+                for cluster, steps in sorted(self.intensities.items())
+                for valid_from, value in steps
+            ],
         }
 
     @classmethod
@@ -100,11 +131,26 @@ class Terms:
         policies: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
         for cluster, since, policy in data.get("policies", []):
             policies[cluster].append((datetime.fromisoformat(since), policy))
-        return cls(cards=cards, declared=_sorted(declared), policies=_sorted(policies))
+        modes: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
+        for cluster, since, mode in data.get("modes", []):
+            modes[cluster].append((datetime.fromisoformat(since), mode))
+        intensities: dict[str, list[tuple[datetime, Decimal]]] = defaultdict(list)
+        for cluster, since, value in data.get("intensities", []):
+            intensities[cluster].append((datetime.fromisoformat(since), Decimal(value)))
+        return cls(cards=cards, declared=_sorted(declared), policies=_sorted(policies), modes=_sorted(modes),
+                   intensities=_sorted(intensities))  # fmt: skip
 
 
 def _sorted(steps: dict) -> dict:
     return {key: sorted(values) for key, values in steps.items()}
+
+
+def _in_force(steps: list, day_end: datetime, default):
+    current = default
+    for valid_from, value in steps:
+        if valid_from < day_end:
+            current = value
+    return current
 
 
 def live_terms() -> Terms:
@@ -122,7 +168,14 @@ def live_terms() -> Terms:
     policies: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
     for cluster, since, policy in UnallocatedPolicyTerm.objects.values_list("cluster__name", "valid_from", "policy"):
         policies[cluster].append((since, policy))
-    return Terms(cards=cards, declared=_sorted(declared), policies=_sorted(policies))
+    modes: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
+    for cluster, since, mode in BillingModeTerm.objects.values_list("cluster__name", "valid_from", "mode"):
+        modes[cluster].append((since, mode))
+    intensities: dict[str, list[tuple[datetime, Decimal]]] = defaultdict(list)
+    for cluster, since, value in GridIntensity.objects.values_list("cluster__name", "valid_from", "kg_co2e_per_kwh"):
+        intensities[cluster].append((since, value))
+    return Terms(cards=cards, declared=_sorted(declared), policies=_sorted(policies), modes=_sorted(modes),
+                 intensities=_sorted(intensities))  # fmt: skip
 
 
 class TermsByMonth:

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from governance.costs.anomalies import team_anomalies
 from governance.costs.focus import focus_csv
 from governance.costs.models import Budget
 from governance.costs.selectors import (
@@ -24,6 +25,8 @@ from governance.costs.selectors import (
 )
 from governance.costs.services import DEFAULT_THRESHOLDS, statement_close
 from governance.dashboard.figures.costs import budget_gauge, cost_by, cost_trend
+from governance.dashboard.footprint import footprint_panel
+from governance.dashboard.forecasts import forecast_panel
 from governance.lib.months import Month
 from governance.org.models import Team
 from governance.org.selectors import can_see_team, can_see_team_detail, teams_visible
@@ -73,6 +76,16 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
     breakdown = team_breakdown(month=month, team_id=team.pk)
     budget = Budget.objects.filter(team=team, month=month.start.date()).first()
     context = {"team": team, "month": month, "b": breakdown, "detail": detail, "budget": budget}
+    context["footprint"] = footprint_panel(month=month, team_ids=[team.pk])
+    context["anomalies"] = team_anomalies(team_id=team.pk, first=month.start.date(), last=month.end.date())
+    context["forecast"] = forecast_panel(
+        month=month,
+        team_ids=[team.pk],
+        name=team.name,
+        title=f"Month-end forecast: {team.name}, {month}",
+        budget=budget.amount if budget else None,
+        currency=budget.currency if budget else None,
+    )
     if budget is not None:
         thresholds = budget.thresholds or DEFAULT_THRESHOLDS
         context["gauge"] = budget_gauge(breakdown.cost, budget.amount, budget.currency, thresholds)

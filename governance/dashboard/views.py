@@ -11,15 +11,37 @@ from django.shortcuts import render
 from governance.costs.csv import team_month_csv
 from governance.dashboard import selectors
 from governance.dashboard.charts import heatmap_chart, overview_charts
-from governance.dashboard.filters import filters_parse
+from governance.dashboard.filters import Filters, filters_parse
+from governance.dashboard.footprint import footprint_panel
+from governance.dashboard.forecasts import forecast_panel
 from governance.lib.text import csv_safe
+from governance.org.models import User
+from governance.org.selectors import teams_visible
 
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     f = filters_parse(query=request.GET, user=request.user)
     charts, headline = overview_charts(f, request.user)
-    return render(request, "dashboard/overview.html", {"f": f, "charts": charts, **headline})
+    context = {"f": f, "charts": charts, **headline, "forecast": _overview_forecast(f, request.user)}
+    context["footprint"] = footprint_panel(month=f.month, team_ids=_overview_teams(f, request.user))
+    return render(request, "dashboard/overview.html", context)
+
+
+def _overview_teams(f: Filters, user: User) -> list[int] | None:
+    if f.team is not None:
+        return [f.team.pk]
+    return None if user.sees_all_costs else list(teams_visible(user=user).values_list("pk", flat=True))
+
+
+def _overview_forecast(f: Filters, user: User) -> dict | None:
+    """The month-end forecast of the teams the page shows (the team filter, else every team the user may see)."""
+    if f.team is not None:
+        ids, name = [f.team.pk], f.team.name
+    else:
+        ids = None if user.sees_all_costs else list(teams_visible(user=user).values_list("pk", flat=True))
+        name = "All teams" if ids is None else "Your teams"
+    return forecast_panel(month=f.month, team_ids=ids, name=name, title=f"Month-end forecast: {name}, {f.month}")
 
 
 @login_required

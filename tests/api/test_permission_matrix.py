@@ -126,6 +126,34 @@ ROWS = [
         {**admins(400), "admin": 400},
         {"cluster": "c1", "policy": "share", "valid_from": "2026-10-15T00:00:00Z"},
     ),
+    # Showback and grid intensity are effective-dated cluster terms like policies: all read, admins set.
+    Row("v1:billing-modes-list", "get", lambda w: f"{V1}/billing-modes/", everyone(200)),
+    Row(
+        "v1:billing-modes-list",
+        "post",
+        lambda w: f"{V1}/billing-modes/",
+        admins(201),
+        {"cluster": "c1", "mode": "showback", "valid_from": "2026-12-01T00:00:00Z"},
+    ),
+    Row(
+        "v1:billing-modes-list",
+        "post",
+        lambda w: f"{V1}/billing-modes/",
+        {**admins(400), "admin": 400},
+        {"cluster": "c1", "mode": "showback", "valid_from": "2026-10-15T00:00:00Z"},
+    ),
+    Row("v1:grid-intensity-list", "get", lambda w: f"{V1}/grid-intensity/", everyone(200)),
+    Row(
+        "v1:grid-intensity-list",
+        "post",
+        lambda w: f"{V1}/grid-intensity/",
+        admins(201),
+        {"cluster": "c1", "kg_co2e_per_kwh": "0.38", "valid_from": "2026-12-01T00:00:00Z"},
+    ),
+    # Forecasts, footprint and anomalies: every signed-in user, each seeing only the teams they may see.
+    Row("v1:forecast", "get", lambda w: f"{V1}/forecast/?month=2026-11", everyone(200)),
+    Row("v1:footprint", "get", lambda w: f"{V1}/footprint/?month=2026-11", everyone(200)),
+    Row("v1:anomalies-list", "get", lambda w: f"{V1}/anomalies/", everyone(200)),
     # Budgets: a lead sets their team's; finance and admins any team's.
     Row("v1:budgets-list", "get", lambda w: f"{V1}/budgets/", everyone(200)),
     Row(

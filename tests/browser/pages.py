@@ -9,8 +9,10 @@ from pathlib import Path
 
 CHROMIUM = Path("/usr/bin/chromium")
 ALL_ROLES = ("admin", "finance", "nlp_lead", "alice", "vision_lead")
-OVERVIEW_CHARTS = ("utilisation", "cost-per-team", "idle-cost", "queue-wait", "top-waste")
+OVERVIEW_CHARTS = ("forecast", "utilisation", "cost-per-team", "idle-cost", "queue-wait", "top-waste")
 TEAM_CHARTS = ("cost-by-project", "cost-by-model", "cost-trend")
+# The month-end forecast shows to everyone who sees the team's totals.
+FORECAST = ("forecast",)
 LEADS_AND_UP = ("admin", "finance", "nlp_lead")
 
 
@@ -34,12 +36,18 @@ PAGES: list[Page] = [
         "costs-team-nlp",
         "/costs/team/nlp/?month=2026-11",
         LEADS_AND_UP,
-        ("budget-gauge", *TEAM_CHARTS),
+        ("budget-gauge", *FORECAST, *TEAM_CHARTS),
         ("#lines tbody tr", "a[download]"),
     ),
     # An engineer sees the team's totals and budget, never its lines.
-    Page("costs-team-nlp", "/costs/team/nlp/?month=2026-11", ("alice",), ("budget-gauge",), ("#totals",)),
-    Page("costs-team-vision", "/costs/team/vision/?month=2026-11", ("vision_lead",), TEAM_CHARTS, ("#lines tbody tr",)),
+    Page("costs-team-nlp", "/costs/team/nlp/?month=2026-11", ("alice",), ("budget-gauge", *FORECAST), ("#totals",)),
+    Page(
+        "costs-team-vision",
+        "/costs/team/vision/?month=2026-11",
+        ("vision_lead",),
+        (*FORECAST, *TEAM_CHARTS),
+        ("#lines tbody tr",),
+    ),
     # Efficiency: a job's timelines and findings, the findings list, the cluster against its 40% line.
     Page("job-nlp", "/jobs/{nlp_job}/", LEADS_AND_UP, ("job-timeline",), (".finding button[value=acknowledged]",)),
     Page("job-alice", "/jobs/{alice_job}/", ("admin", "nlp_lead", "alice"), ("job-timeline",), (".finding p",)),

@@ -99,8 +99,8 @@ def test_a_huge_job_id_in_the_findings_filter_is_an_empty_list(client, world):
     assert response.status_code == 200 and response.json()["results"] == []
 
 
-# The chargeback is a statement (one month's totals), not a list.
-NOT_LISTS = {"/api/v1/", "/api/v1/chargeback/"}
+# The chargeback is a statement (one month's totals), not a list; so are a month's forecast and footprint.
+NOT_LISTS = {"/api/v1/", "/api/v1/chargeback/", "/api/v1/forecast/", "/api/v1/footprint/"}
 
 
 def test_every_api_list_is_paginated(client, world):

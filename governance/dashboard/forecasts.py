@@ -1,0 +1,30 @@
+"""The forecast panel of the team and overview pages: one selector call, one figure, one sentence."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.utils import timezone
+
+from governance.costs.forecasts import last_whole_day, spend_forecast
+from governance.costs.services import AlertSent, forecast_alert_text
+from governance.dashboard.figures.forecast import forecast_figure
+from governance.lib.months import Month
+
+
+def forecast_panel(
+    *, month: Month, team_ids: list[int] | None, title: str, name: str, budget: Decimal | None = None,
+    currency: str | None = None,
+) -> dict | None:  # fmt: skip
+    """{"f": SpendForecast, "figure": dict, "warning": str} for the teams' month (None: nothing spent)."""
+    forecasts = spend_forecast(month=month, as_of=last_whole_day(month, timezone.now()), keys=team_ids,
+                               combined=name)  # fmt: skip
+    if not forecasts or not forecasts[0].actual:
+        return None
+    f = forecasts[0]
+    figure = forecast_figure(title=title, actual=f.actual, path=f.path, currency=f.currency, budget=budget)
+    warning = ""
+    if budget is not None and f.spent < budget < f.forecast:
+        note = AlertSent(name, 100, f.forecast, budget, currency or f.currency, "forecast", f.crosses(budget))
+        warning = forecast_alert_text(note)
+    return {"f": f, "figure": figure, "warning": warning}
