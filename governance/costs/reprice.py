@@ -245,7 +245,8 @@ COPY_COLUMNS = (
     ("job_ref", "text"), ("user_name", "text"), ("team_id", "int8"), ("team_name", "text"), ("project_id", "int8"),
     ("project_name", "text"), ("gpu_model", "text"), ("mig_profile", "text"), ("gpu_hours", "numeric"),
     ("used_gpu_hours", "numeric"), ("idle_gpu_hours", "numeric"), ("cost", "numeric"), ("idle_cost", "numeric"),
-    ("energy_kwh", "numeric"), ("energy_cost", "numeric"), ("currency", "text"), ("at_default_rate", "bool"),
+    ("energy_kwh", "numeric"), ("energy_cost", "numeric"), ("carbon_kg", "numeric"), ("currency", "text"),
+    ("at_default_rate", "bool"), ("billed", "bool"),
 )  # fmt: skip
 COPY_INTO = "COPY costs_charge ({}, corrected_kind, reason, priced_at) FROM STDIN (FORMAT BINARY)".format(
     ", ".join(name for name, _ in COPY_COLUMNS)
