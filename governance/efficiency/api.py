@@ -28,12 +28,12 @@ class FindingSerializer(serializers.ModelSerializer):
     job_pk = serializers.IntegerField(source="job.pk")
     cluster = serializers.CharField(source="job.cluster.name")
     team = serializers.SerializerMethodField()
-    waste = serializers.DecimalField(source="monthly_waste", max_digits=14, decimal_places=2)
 
     class Meta:
         model = Finding
         fields = ["id", "job_id", "job_pk", "cluster", "team", "rule", "severity", "state", "evidence", "waste",
-                  "currency", "advice", "dismissed_reason", "created_at", "updated_at", "resolved_at"]  # fmt: skip
+                  "wasted_gpu_hours", "savings", "currency", "advice", "dismissed_reason", "created_at", "updated_at",
+                  "resolved_at"]  # fmt: skip
 
     def get_team(self, finding: Finding) -> str | None:
         return finding.job.project.team.slug if finding.job.project else None
@@ -64,7 +64,7 @@ class FindingListView(VisibleQuerysetMixin, generics.ListAPIView):
     serializer_class = FindingSerializer
     permission_classes = [HasReadScope]
     filterset_class = FindingFilter
-    ordering_fields = ["monthly_waste", "created_at", "id"]
+    ordering_fields = ["waste", "savings", "created_at", "id"]
 
     def visible(self, user: User) -> QuerySet[Finding]:
         form = FindingFilter(self.request.query_params, queryset=Finding.objects.none()).form

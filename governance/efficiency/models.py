@@ -27,7 +27,20 @@ class Finding(models.Model):
     severity = models.CharField(max_length=16, choices=Severity.choices, default=Severity.WARNING)
     state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
     evidence = models.JSONField(default=dict)
-    monthly_waste = models.DecimalField(max_digits=14, decimal_places=2, default=0)
+    waste = models.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        default=0,
+        help_text="The cost of the GPU-hours this finding says were wasted, priced from the job's ledger rows; "
+        "each wasted GPU-hour counts under one finding only, so wastes add up to at most the bill.",
+    )
+    wasted_gpu_hours = models.DecimalField(max_digits=14, decimal_places=4, default=0)
+    savings = models.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        default=0,
+        help_text="What following the advice would save a month: an estimate, never added across findings.",
+    )
     currency = models.CharField(max_length=3, default="USD")
     advice = models.TextField()
     dismissed_reason = models.TextField(blank=True)
@@ -40,7 +53,7 @@ class Finding(models.Model):
     notified_at = models.DateTimeField(null=True, blank=True, help_text="When the new-finding webhook took it.")
 
     class Meta:
-        ordering = ["-monthly_waste", "-id"]
+        ordering = ["-waste", "-id"]
         constraints = [
             models.UniqueConstraint(
                 fields=["job", "rule"],
@@ -51,7 +64,7 @@ class Finding(models.Model):
                 condition=~Q(state="dismissed") | ~Q(dismissed_reason=""), name="finding_dismissed_has_reason"
             ),
         ]
-        indexes = [models.Index(fields=["state", "-monthly_waste"], name="finding_state_waste_idx")]
+        indexes = [models.Index(fields=["state", "-waste"], name="finding_state_waste_idx")]
 
     def __str__(self) -> str:
         return f"{self.rule} on {self.job}"

@@ -55,7 +55,8 @@ def finding_payload(finding: Finding) -> dict:
         "team": job.project.team.slug if job.project else None,
         "rule": finding.rule,
         "severity": finding.severity,
-        "monthly_waste": str(finding.monthly_waste),
+        "waste": str(finding.waste),
+        "savings_per_month": str(finding.savings),
         "currency": finding.currency,
         "advice": finding.advice,
         "evidence": finding.evidence,
@@ -76,7 +77,7 @@ def finding_announce(*, finding_id: int) -> bool:
 
 def _digest_lines(findings: list[Finding]) -> str:
     return "\n".join(
-        f"- {format_money(f.monthly_waste, f.currency)}/month  {f.rule} on job {f.job.external_id} "
+        f"- {format_money(f.waste, f.currency)} wasted  {f.rule} on job {f.job.external_id} "
         f"({f.job.cluster.name}): {f.advice}"
         for f in findings
     )
@@ -87,7 +88,7 @@ def digests_send(*, now: datetime | None = None) -> int:
     live = list(
         Finding.objects.filter(state__in=LIVE_STATES)
         .select_related("job__cluster", "job__project__team")
-        .order_by("-monthly_waste", "-id")
+        .order_by("-waste", "-id")
     )
     by_user: dict[str, list[Finding]] = defaultdict(list)
     by_team: dict[int, list[Finding]] = defaultdict(list)
@@ -114,9 +115,10 @@ def _member(user: User, team_id: int) -> bool:
 def _send(to: str, subject: str, findings: list[Finding]) -> int:
     if not findings:
         return 0
-    total = sum((f.monthly_waste for f in findings), Decimal(0))
+    total = sum((f.waste for f in findings), Decimal(0))
     body = (
-        f"Estimated waste: {format_money(total, findings[0].currency)} a month, most first.\n\n"
+        f"Waste billed so far: {format_money(total, findings[0].currency)} (each wasted GPU-hour counted once), "
+        "most first.\n\n"
         f"{_digest_lines(findings)}\n"
     )
     return send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to], fail_silently=False)

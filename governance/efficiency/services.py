@@ -14,8 +14,9 @@ from django.utils import timezone
 
 from governance.efficiency.models import LIVE_STATES, Finding, JobEvaluation
 from governance.efficiency.rules import rules_evaluate
-from governance.efficiency.selectors import job_summaries
+from governance.efficiency.selectors import job_bills, job_summaries
 from governance.efficiency.thresholds import thresholds_from_settings
+from governance.efficiency.waste import waste_allocate
 from governance.lib.money import to_cents
 from governance.org.models import User
 from governance.usage.models import Job
@@ -55,6 +56,7 @@ def findings_evaluate(*, job_ids: Iterable[int], now: datetime | None = None, fi
     result = Evaluation()
     for chunk in _chunks(job_ids):
         summaries = job_summaries(job_ids=chunk, now=now)
+        bills = job_bills(job_ids=chunk)
         with transaction.atomic():
             # Locking the jobs' evaluation rows makes two workers on the same job take turns.
             JobEvaluation.objects.bulk_create(
@@ -71,14 +73,20 @@ def findings_evaluate(*, job_ids: Iterable[int], now: datetime | None = None, fi
             fired: set[tuple[int, str]] = set()
             new: list[Finding] = []
             for summary in summaries:
-                for draft in rules_evaluate(summary, thresholds):
+                drafts = rules_evaluate(summary, thresholds)
+                bill = bills.get(summary.job_id)
+                wastes = waste_allocate({d.rule: d.wasted_hours for d in drafts}, bill.days if bill else {})
+                for draft in drafts:
                     key = (summary.job_id, draft.rule)
                     fired.add(key)
+                    waste = wastes[draft.rule]
                     values = {
                         "severity": draft.severity,
                         "evidence": draft.evidence,
-                        "monthly_waste": to_cents(draft.monthly_waste),
-                        "currency": draft.currency,
+                        "waste": waste.money,
+                        "wasted_gpu_hours": round(waste.hours, 4),
+                        "savings": to_cents(draft.savings),
+                        "currency": bill.currency if bill else draft.currency,
                         "advice": draft.advice,
                     }
                     if key in existing:
@@ -115,6 +123,13 @@ def _announce(finding_ids: list[int]) -> None:
 def findings_evaluate_running(*, now: datetime | None = None) -> Evaluation:
     """The periodic pass over jobs still running."""
     ids = Job.objects.filter(end_time__isnull=True, start_time__isnull=False).values_list("pk", flat=True)
+    return findings_evaluate(job_ids=ids, now=now)
+
+
+def findings_evaluate_priced(*, job_ids: Iterable[int], now: datetime | None = None) -> Evaluation:
+    """After pricing: re-evaluate the priced jobs that have findings, so their waste follows the new ledger rows.
+    Jobs without findings wait for their periodic pass."""
+    ids = list(Finding.objects.filter(job_id__in=list(job_ids)).values_list("job_id", flat=True).distinct())
     return findings_evaluate(job_ids=ids, now=now)
 
 

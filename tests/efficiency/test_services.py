@@ -55,12 +55,12 @@ def test_a_finding_resolves_itself_when_the_job_stops_showing_it(cast):
     findings_evaluate_running(now=at("2026-11-03T10:00:00Z"))
     assert live("low_utilization").count() == 1
 
-    ingest(gpu(minutes=600, offset=60, sm_util=95.0))  # mean SM now 87%
-    findings_evaluate_running(now=at("2026-11-03T19:00:00Z"))
+    with time_machine.travel(at("2026-11-03T21:00:00Z"), tick=False):  # pricing the new hours re-evaluates the job
+        ingest(gpu(minutes=600, offset=60, sm_util=95.0))  # mean SM now 87%
 
     assert live("low_utilization").count() == 0
     resolved = Finding.objects.get(rule="low_utilization")
-    assert resolved.state == "resolved" and resolved.resolved_at == at("2026-11-03T19:00:00Z")
+    assert resolved.state == "resolved" and resolved.resolved_at == at("2026-11-03T21:00:00Z")
 
 
 def test_a_dismissed_finding_needs_a_reason_and_does_not_come_back(idle_job, cast):
@@ -116,7 +116,7 @@ def test_each_new_finding_is_posted_to_the_webhook_once(
         findings_evaluate_all(now=LATER)
 
     idle = [p for p in Hook.received if p["rule"] == "idle_gpu"]
-    assert len(idle) == 1 and idle[0]["job_id"] == "4242" and idle[0]["monthly_waste"] == "4.00"
+    assert len(idle) == 1 and idle[0]["job_id"] == "4242" and idle[0]["savings_per_month"] == "4.00"
     assert live().get().notified_at is not None
 
 
