@@ -50,7 +50,7 @@ class Finding(models.Model):
     state_changed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
-    notified_at = models.DateTimeField(null=True, blank=True, help_text="When the new-finding webhook took it.")
+    notified_at = models.DateTimeField(null=True, blank=True, help_text="Before the outbox: when the webhook took it.")
 
     class Meta:
         ordering = ["-waste", "-id"]
@@ -68,6 +68,11 @@ class Finding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rule} on {self.job}"
+
+    @property
+    def resolved_by_rules(self) -> bool:
+        """Resolved by a re-evaluation that no longer fired (no person): it reopens when the rule fires again."""
+        return self.state == self.State.RESOLVED and self.state_changed_by_id is None
 
 
 class JobEvaluation(models.Model):
@@ -95,3 +100,28 @@ class ClusterAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster}: {self.utilisation_percent:.1f}% < {self.threshold_percent:.0f}%"
+
+
+class FindingEvent(models.Model):
+    """One change of a finding's state: from what, to what, by whom (none: the rules' re-evaluation) and why."""
+
+    class Verb(models.TextChoices):
+        OPENED = "opened"
+        ACKNOWLEDGED = "acknowledged"
+        RESOLVED = "resolved"
+        REOPENED = "reopened"
+        DISMISSED = "dismissed"
+
+    finding = models.ForeignKey(Finding, on_delete=models.CASCADE, related_name="events")
+    verb = models.CharField(max_length=16, choices=Verb.choices)
+    from_state = models.CharField(max_length=16, blank=True)
+    to_state = models.CharField(max_length=16, choices=Finding.State.choices)
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["finding", "at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.finding} {self.verb} by {self.by or 'the rules'}"

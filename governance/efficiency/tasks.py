@@ -20,11 +20,6 @@ def evaluate_ended() -> int:
     return services.findings_evaluate_ended().opened
 
 
-@shared_task(name="efficiency.announce_finding", acks_late=True)
-def announce_finding(finding_id: int) -> bool:
-    return notifications.finding_announce(finding_id=finding_id)
-
-
 @shared_task(name="efficiency.weekly_digest")
 def weekly_digest() -> int:
     return notifications.digests_send()
