@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "governance.costs",
     "governance.efficiency",
     "governance.notify",
+    "governance.schedule",
     "governance.api",
     "governance.dashboard",
 ]
@@ -453,6 +454,11 @@ GOVERNANCE_NOTIFY_RETRY_BASE_S = env_float("GOVERNANCE_NOTIFY_RETRY_BASE_S", 30)
 GOVERNANCE_NOTIFY_RETRY_MAX_S = env_float("GOVERNANCE_NOTIFY_RETRY_MAX_S", 3600)
 GOVERNANCE_NOTIFY_MAX_ATTEMPTS = env_int("GOVERNANCE_NOTIFY_MAX_ATTEMPTS", 12)
 CELERY_BEAT_SCHEDULE["deliver-notifications"] = {"task": "notify.deliver_due", "schedule": 60.0}
+
+# --- Periodic work (governance/schedule): CELERY_BEAT_SCHEDULE is the one schedule. Production runs celery beat;
+# the embedded default (no broker) runs the same entries in a thread of `manage.py runserver`.
+GOVERNANCE_INPROCESS_SCHEDULER = env_bool("GOVERNANCE_INPROCESS_SCHEDULER", not CELERY_BROKER_URL)
+GOVERNANCE_INPROCESS_SCHEDULER_TICK_S = env_float("GOVERNANCE_INPROCESS_SCHEDULER_TICK_S", 5)
 
 # --- Scale (issue 8): sample partitions, retention, metrics -------------------------------------
 # Raw samples older than this many days are dropped a whole month at a time; 0 keeps them forever.
