@@ -60,6 +60,8 @@ INSTALLED_APPS = [
     "governance.usage",
     "governance.costs",
     "governance.efficiency",
+    "governance.notify",
+    "governance.schedule",
     "governance.api",
     "governance.dashboard",
 ]
@@ -439,6 +441,24 @@ CELERY_BEAT_SCHEDULE |= {
         "schedule": crontab(minute=0, hour=7, day_of_week="mon"),
     },
 }
+
+# --- Notifications (governance/notify): an outbox row per event and destination, delivered with retries -------
+# Every event (finding.opened/acknowledged/resolved/reopened/dismissed, budget.threshold, cluster.low_utilisation)
+# also goes to these: https:// URLs get signed JSON; slack://, msteams://, mailto://... are apprise URLs.
+GOVERNANCE_NOTIFY_DESTINATIONS = env_list("GOVERNANCE_NOTIFY_DESTINATIONS", [])
+# Signs JSON deliveries (X-GG-Signature: sha256=HMAC(secret, "<X-GG-Timestamp>.<body>")); empty: unsigned.
+GOVERNANCE_NOTIFY_SECRET = env_str("GOVERNANCE_NOTIFY_SECRET")
+GOVERNANCE_NOTIFY_TIMEOUT_S = env_float("GOVERNANCE_NOTIFY_TIMEOUT_S", 5)
+# Retry n waits base x 2^(n-1) seconds, at most the maximum; after the last attempt the row is given up.
+GOVERNANCE_NOTIFY_RETRY_BASE_S = env_float("GOVERNANCE_NOTIFY_RETRY_BASE_S", 30)
+GOVERNANCE_NOTIFY_RETRY_MAX_S = env_float("GOVERNANCE_NOTIFY_RETRY_MAX_S", 3600)
+GOVERNANCE_NOTIFY_MAX_ATTEMPTS = env_int("GOVERNANCE_NOTIFY_MAX_ATTEMPTS", 12)
+CELERY_BEAT_SCHEDULE["deliver-notifications"] = {"task": "notify.deliver_due", "schedule": 60.0}
+
+# --- Periodic work (governance/schedule): CELERY_BEAT_SCHEDULE is the one schedule. Production runs celery beat;
+# the embedded default (no broker) runs the same entries in a thread of `manage.py runserver`.
+GOVERNANCE_INPROCESS_SCHEDULER = env_bool("GOVERNANCE_INPROCESS_SCHEDULER", not CELERY_BROKER_URL)
+GOVERNANCE_INPROCESS_SCHEDULER_TICK_S = env_float("GOVERNANCE_INPROCESS_SCHEDULER_TICK_S", 5)
 
 # --- Scale (issue 8): sample partitions, retention, metrics -------------------------------------
 # Raw samples older than this many days are dropped a whole month at a time; 0 keeps them forever.

@@ -4,6 +4,8 @@
   closed month also frozen lines + the corrections that landed for it = the month re-priced under its terms.
 - A closed month never moves: its frozen totals per team are the same before and after any change.
 - Corrections carry a month and a reason, and no correction row is zero.
+- Waste is a partition of the bill: the findings' waste of a job is at most the job's usage charges, and of a
+  team at most the team's.
 """
 
 from __future__ import annotations
@@ -58,6 +60,25 @@ def assert_corrections_well_formed() -> None:
         assert not adjustments.filter(reason="").exists(), "a correction gives no reason"
         zero = adjustments.filter(gpu_hours=0, cost=0, idle_cost=0, energy_kwh=0, used_gpu_hours=0, idle_gpu_hours=0)
         assert not zero.exists(), "a zero correction row was written"
+
+
+def assert_waste_within_bill() -> dict[str, dict]:
+    """Per job and per team, the findings' waste against the ledger's usage charges; returns both for reports."""
+    from governance.efficiency.models import Finding
+
+    usage = Charge.objects.filter(kind=Charge.Kind.USAGE)
+    job_bill = {r["job_id"]: r["cost"] for r in usage.values("job_id").annotate(cost=Sum("cost"))}
+    team_bill = {r["team_id"]: r["cost"] for r in usage.values("team_id").annotate(cost=Sum("cost"))}
+    job_team = dict(usage.values_list("job_id", "team_id").distinct())
+    job_waste = {r["job_id"]: r["waste"] for r in Finding.objects.values("job_id").annotate(waste=Sum("waste"))}
+    team_waste: dict[int | None, Decimal] = defaultdict(Decimal)
+    for job_id, waste in job_waste.items():
+        team_waste[job_team.get(job_id)] += waste
+    over = {j: (w, job_bill.get(j)) for j, w in job_waste.items() if w > to_cents(job_bill.get(j) or 0)}
+    assert not over, f"jobs whose findings waste more than their bill (waste, bill): {over}"
+    over = {t: (w, team_bill.get(t)) for t, w in team_waste.items() if w > to_cents(team_bill.get(t) or 0)}
+    assert not over, f"teams whose findings waste more than their bill (waste, bill): {over}"
+    return {"jobs": {j: (w, job_bill.get(j)) for j, w in job_waste.items()}, "teams": dict(team_waste)}
 
 
 def assert_billing_invariants(before: ClosedTotals | None = None) -> None:

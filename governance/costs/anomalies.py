@@ -17,10 +17,9 @@ from django.utils import timezone
 
 from governance.costs.models import Anomaly, Charge
 from governance.lib.anomaly import outliers
-from governance.lib.enqueue import enqueue_on_commit
+from governance.notify.services import notification_enqueue
 
 # The outbox of governance/notify (branch `waste`) delivers what is queued under this task name.
-NOTIFY_TASK = "notify.anomalies"
 # Below these, a jump is noise whatever its score: money in the ledger's currency, GPU-hours, share points.
 FLOORS = {Anomaly.Metric.SPEND: 1.0, Anomaly.Metric.GPU_HOURS: 1.0, Anomaly.Metric.IDLE_SHARE: 0.05}
 
@@ -87,12 +86,17 @@ def anomalies_detect(*, now: datetime | None = None) -> list[Anomaly]:
 
 
 def anomalies_announce(*, ids: list[int]) -> None:
-    """The hook for the notification outbox: queue the new anomalies for delivery after the commit. Until
-    governance/notify registers NOTIFY_TASK the enqueue logs a warning and the records wait on the pages and API."""
-    from governance.celery import app
-
-    if NOTIFY_TASK in app.tasks:
-        enqueue_on_commit(NOTIFY_TASK, ids)
+    """Each new anomaly goes through the notification outbox like findings and budget alerts (one row per
+    destination, delivered with retries after the commit)."""
+    for a in Anomaly.objects.filter(pk__in=ids).select_related("team", "project").order_by("pk"):
+        where = f"{a.team.name}" + (f" / {a.project.name}" if a.project else "")
+        payload = {
+            "anomaly": a.pk, "team": a.team.slug, "project": a.project.slug if a.project else None,
+            "day": a.day.isoformat(), "metric": a.metric, "value": str(a.value), "baseline": str(a.baseline),
+            "score": round(a.score, 2),
+        }  # fmt: skip
+        text = f"{where}: {a.get_metric_display()} on {a.day} was {a.value} against a usual {a.baseline}"
+        notification_enqueue(event="anomaly.detected", payload=payload, text=text)
 
 
 def team_anomalies(*, team_id: int, first: date, last: date) -> list[Anomaly]:

@@ -39,12 +39,14 @@ from governance.costs.locks import lock_cluster_days, lock_jobs, lock_months
 from governance.costs.models import CapacityDay, Charge
 from governance.costs.terms import SHARE, TermsByMonth
 from governance.fleet.models import Cluster, Gpu
+from governance.lib.enqueue import enqueue_on_commit
 from governance.lib.months import Month
 from governance.usage.models import Job, JobGpuHour, PricingMark
 
 logger = logging.getLogger(__name__)
 
 CLAIM_LIMIT = 5000
+EVALUATE_TASK = "efficiency.evaluate_jobs"
 WRITE_BATCH = 2000
 CLAIM = """
 DELETE FROM usage_pricingmark WHERE id IN (
@@ -126,6 +128,10 @@ def reprice(
             until = now if not terms.closed(month) else month.end
             rows.extend(job_day_rows(job, day, until, hours.get((pk, day), []), terms.of(month)))
     _replace_usage(job_days, rows, now)
+    if jobs:
+        # The findings' waste is priced from these rows: count it again once they are committed (by the task's
+        # name: costs never imports efficiency).
+        enqueue_on_commit(EVALUATE_TASK, sorted(jobs))
     touched = set(cluster_days) | {
         (jobs[pk].cluster_id, d) for pk, days in job_days.items() if pk in jobs for d in days
     }

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -43,6 +41,7 @@ from governance.costs.terms import live_terms
 from governance.fleet.models import Cluster
 from governance.lib.money import to_cents
 from governance.lib.months import Month
+from governance.notify.services import notification_enqueue
 from governance.org.models import Membership, Team, User
 
 logger = logging.getLogger(__name__)
@@ -313,7 +312,8 @@ class AlertSent:
 
 
 def budget_alerts_check(*, month: Month | None = None, now: datetime | None = None) -> list[AlertSent]:
-    """Record each newly crossed threshold once, then tell the team lead by email and webhook (after commit)."""
+    """Record each newly crossed threshold once, then tell the team lead by email (after commit) and the webhooks
+    (an outbox row per destination, delivered and retried by the worker)."""
     now = now or timezone.now()
     month = month or Month.of(now)
     sent = []
@@ -328,13 +328,13 @@ def budget_alerts_check(*, month: Month | None = None, now: datetime | None = No
         for threshold in sorted(budget.thresholds or DEFAULT_THRESHOLDS):
             if spent * 100 < budget.amount * threshold:
                 continue
+            note = AlertSent(budget.team.name, threshold, spent, budget.amount, budget.currency)
             try:
                 with transaction.atomic():
                     alert = BudgetAlert.objects.create(budget=budget, threshold=threshold, spent=spent)
+                    _announce(budget, note, alert.pk)  # the outbox rows commit with the alert
             except IntegrityError:
                 continue  # announced before: once per threshold and month
-            note = AlertSent(budget.team.name, threshold, spent, budget.amount, budget.currency)
-            transaction.on_commit(lambda b=budget, n=note, a=alert.pk: _announce(b, n, a))
             sent.append(note)
     sent.extend(_forecast_alerts(budgets, spent_by_team, month, now))
     return sent
@@ -394,34 +394,20 @@ def _announce(budget: Budget, note: AlertSent, alert_pk: int) -> None:
         body = forecast_alert_text(note)
     recipients = _lead_emails(budget.team)
     if recipients:
-        send_mail(subject, body, None, recipients, fail_silently=True)
+        transaction.on_commit(lambda: send_mail(subject, body, None, recipients, fail_silently=True))
+    payload = {
+        "team": note.team,
+        "month": f"{budget.month:%Y-%m}",
+        "threshold": note.threshold,
+        "spent": str(note.spent),
+        "budget": str(note.budget),
+        "currency": note.currency,
+        "alert": alert_pk,
+    }
     url = budget.webhook_url or settings.GOVERNANCE_BUDGET_WEBHOOK_URL
-    if url:
-        payload = {
-            "team": note.team,
-            "month": f"{budget.month:%Y-%m}",
-            "threshold": note.threshold,
-            "spent": str(note.spent),
-            "budget": str(note.budget),
-            "currency": note.currency,
-            "alert": alert_pk,
-        }
-        if note.kind == BudgetAlert.Kind.FORECAST:
-            payload |= {"kind": note.kind, "forecast": str(note.spent),
-                        "expected_on": note.expected_on.isoformat() if note.expected_on else None}  # fmt: skip
-        webhook_post(url=url, payload=payload)
-
-
-def webhook_post(*, url: str, payload: dict, timeout: float = 5.0) -> bool:
-    if not url.startswith(("http://", "https://")):
-        logger.warning("budget webhook %r is not an http(s) URL; not called", url)
-        return False
-    request = urllib.request.Request(  # noqa: S310 (scheme checked above)
-        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            return 200 <= response.status < 300
-    except OSError:
-        logger.warning("budget webhook %s failed", url, exc_info=True)
-        return False
+    event = "budget.threshold"
+    if note.kind == BudgetAlert.Kind.FORECAST:
+        event = "budget.forecast"
+        payload |= {"kind": note.kind, "forecast": str(note.spent),
+                    "expected_on": note.expected_on.isoformat() if note.expected_on else None}  # fmt: skip
+    notification_enqueue(event=event, payload=payload, text=f"{subject}: {body}", destinations=[url])

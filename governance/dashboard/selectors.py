@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Count, F, FloatField, Q, QuerySet, Sum
+from django.db.models import Count, F, FloatField, Max, Q, QuerySet, Sum
 from django.db.models.functions import Cast, NullIf, TruncDay, TruncHour
 
-from governance.costs.pricing import rate_at
+from governance.costs.models import Charge
 from governance.costs.selectors import UNATTRIBUTED, TeamCharge, chargeback_months
-from governance.costs.terms import rate_book
 from governance.lib.months import Month
 from governance.org.models import Team, User
 from governance.org.selectors import job_visibility_filter, teams_visible
@@ -144,8 +143,8 @@ def jobs_top_waste(
 ) -> list[JobWaste]:
     """The visible jobs that held GPUs idle longest in the range, with what that idle time cost.
 
-    Ranked by idle GPU-hours from the rollups until the efficiency findings carry a monthly waste;
-    pages call this function only, so the ranking can switch to findings in one place.
+    Ranked by idle GPU-hours from the rollups, priced from the ledger's idle cost of the job's rows in the range;
+    pages call this function only, so the ranking can switch to findings' waste in one place.
     """
     rows = JobGpuHour.objects.filter(
         job_visibility_filter(user=user, prefix="job__"), hour__gte=start, hour__lt=end, samples__gt=0
@@ -161,12 +160,20 @@ def jobs_top_waste(
         .order_by("-idle", "job_id")[:limit]
     )
     jobs = Job.objects.select_related("cluster", "project__team").in_bulk([r["job_id"] for r in ranked])
-    book = rate_book()
+    # The idle time's money is the ledger's (each day at its own rate, a MIG slice at its fraction), never more
+    # than the job's bill for the range.
+    ledger = {
+        row["job_id"]: row
+        for row in Charge.objects.filter(
+            kind=Charge.Kind.USAGE, job_id__in=list(jobs), period_start__gte=start, period_start__lt=end
+        )
+        .values("job_id")
+        .annotate(idle_cost=Sum("idle_cost"), currency=Max("currency"))
+    }
     out = []
     for r in ranked:
         job = jobs[r["job_id"]]
-        rate = rate_at(book.pricing(job.cluster.name, job.gpu_model).rates, start)
-        idle = Decimal(str(round(r["idle"], 6)))
+        priced = ledger.get(job.pk, {})
         out.append(
             JobWaste(
                 job_pk=job.pk,
@@ -175,8 +182,8 @@ def jobs_top_waste(
                 user=job.user_name,
                 gpus=job.gpus,
                 idle_gpu_hours=float(r["idle"]),
-                idle_cost=idle * rate.price_per_gpu_hour if rate else Decimal(0),
-                currency=rate.currency if rate else "",
+                idle_cost=priced.get("idle_cost") or Decimal(0),
+                currency=priced.get("currency") or "",
             )
         )
     return out

@@ -10,12 +10,12 @@ from governance.efficiency.thresholds import thresholds_in_force
 
 @admin.register(Finding)
 class FindingAdmin(admin.ModelAdmin):
-    list_display = ("rule", "job", "severity", "state", "monthly_waste", "currency", "created_at")
+    list_display = ("rule", "job", "severity", "state", "waste", "savings", "currency", "created_at")
     list_filter = ("rule", "severity", "state")
     search_fields = ("job__external_id", "job__user_name", "advice")
     list_select_related = ("job__cluster",)
-    readonly_fields = ("job", "rule", "evidence", "monthly_waste", "currency", "advice", "created_at", "updated_at",
-                       "resolved_at", "notified_at", "state_changed_by")  # fmt: skip
+    readonly_fields = ("job", "rule", "evidence", "waste", "wasted_gpu_hours", "savings", "currency", "advice",
+                       "created_at", "updated_at", "resolved_at", "notified_at", "state_changed_by")  # fmt: skip
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

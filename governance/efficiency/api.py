@@ -19,7 +19,7 @@ from governance.api.viewsets import VisibleQuerysetMixin
 from governance.efficiency.models import Finding
 from governance.efficiency.rules import RULES
 from governance.efficiency.selectors import findings_visible
-from governance.efficiency.services import FindingStateError, finding_acknowledge, finding_dismiss
+from governance.efficiency.services import FindingStateError, finding_state_set
 from governance.org.models import User
 
 
@@ -28,20 +28,24 @@ class FindingSerializer(serializers.ModelSerializer):
     job_pk = serializers.IntegerField(source="job.pk")
     cluster = serializers.CharField(source="job.cluster.name")
     team = serializers.SerializerMethodField()
-    waste = serializers.DecimalField(source="monthly_waste", max_digits=14, decimal_places=2)
 
     class Meta:
         model = Finding
         fields = ["id", "job_id", "job_pk", "cluster", "team", "rule", "severity", "state", "evidence", "waste",
-                  "currency", "advice", "dismissed_reason", "created_at", "updated_at", "resolved_at"]  # fmt: skip
+                  "wasted_gpu_hours", "savings", "currency", "advice", "dismissed_reason", "created_at", "updated_at",
+                  "resolved_at"]  # fmt: skip
 
     def get_team(self, finding: Finding) -> str | None:
         return finding.job.project.team.slug if finding.job.project else None
 
 
 class StateChange(serializers.Serializer):
-    state = serializers.ChoiceField(choices=["acknowledged", "dismissed"])
-    reason = serializers.CharField(required=False, allow_blank=True, default="")
+    state = serializers.ChoiceField(
+        choices=["acknowledged", "dismissed", "resolved", "open"], help_text="open: reopen a resolved or dismissed one."
+    )
+    reason = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=2000, help_text="Why; required to dismiss."
+    )
 
 
 class FindingFilter(filters.FilterSet):
@@ -64,7 +68,7 @@ class FindingListView(VisibleQuerysetMixin, generics.ListAPIView):
     serializer_class = FindingSerializer
     permission_classes = [HasReadScope]
     filterset_class = FindingFilter
-    ordering_fields = ["monthly_waste", "created_at", "id"]
+    ordering_fields = ["waste", "savings", "created_at", "id"]
 
     def visible(self, user: User) -> QuerySet[Finding]:
         form = FindingFilter(self.request.query_params, queryset=Finding.objects.none()).form
@@ -73,7 +77,8 @@ class FindingListView(VisibleQuerysetMixin, generics.ListAPIView):
 
 
 class FindingStateView(APIView):
-    """Acknowledge a finding, or dismiss it with a reason."""
+    """Acknowledge, resolve or dismiss (with a reason) a live finding, or reopen a closed one; each change is kept
+    in the finding's history (who, why) and announced to the notification destinations."""
 
     permission_classes = [HasReadScope]
 
@@ -86,11 +91,7 @@ class FindingStateView(APIView):
         change.is_valid(raise_exception=True)
         try:
             with transaction.atomic():
-                if change.validated_data["state"] == "acknowledged":
-                    finding = finding_acknowledge(finding_id=pk, user=request.user)
-                else:
-                    reason = change.validated_data["reason"]
-                    finding = finding_dismiss(finding_id=pk, user=request.user, reason=reason)
+                finding = finding_state_set(finding_id=pk, user=request.user, **change.validated_data)
                 audit_request_write(request=request, action=AuditEntry.Action.STATE, instance=finding)
         except FindingStateError as exc:
             return error_response(status.HTTP_400_BAD_REQUEST, "invalid", str(exc))

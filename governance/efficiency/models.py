@@ -27,7 +27,20 @@ class Finding(models.Model):
     severity = models.CharField(max_length=16, choices=Severity.choices, default=Severity.WARNING)
     state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
     evidence = models.JSONField(default=dict)
-    monthly_waste = models.DecimalField(max_digits=14, decimal_places=2, default=0)
+    waste = models.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        default=0,
+        help_text="The cost of the GPU-hours this finding says were wasted, priced from the job's ledger rows; "
+        "each wasted GPU-hour counts under one finding only, so wastes add up to at most the bill.",
+    )
+    wasted_gpu_hours = models.DecimalField(max_digits=14, decimal_places=4, default=0)
+    savings = models.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        default=0,
+        help_text="What following the advice would save a month: an estimate, never added across findings.",
+    )
     currency = models.CharField(max_length=3, default="USD")
     advice = models.TextField()
     dismissed_reason = models.TextField(blank=True)
@@ -37,10 +50,10 @@ class Finding(models.Model):
     state_changed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
-    notified_at = models.DateTimeField(null=True, blank=True, help_text="When the new-finding webhook took it.")
+    notified_at = models.DateTimeField(null=True, blank=True, help_text="Before the outbox: when the webhook took it.")
 
     class Meta:
-        ordering = ["-monthly_waste", "-id"]
+        ordering = ["-waste", "-id"]
         constraints = [
             models.UniqueConstraint(
                 fields=["job", "rule"],
@@ -51,10 +64,15 @@ class Finding(models.Model):
                 condition=~Q(state="dismissed") | ~Q(dismissed_reason=""), name="finding_dismissed_has_reason"
             ),
         ]
-        indexes = [models.Index(fields=["state", "-monthly_waste"], name="finding_state_waste_idx")]
+        indexes = [models.Index(fields=["state", "-waste"], name="finding_state_waste_idx")]
 
     def __str__(self) -> str:
         return f"{self.rule} on {self.job}"
+
+    @property
+    def resolved_by_rules(self) -> bool:
+        """Resolved by a re-evaluation that no longer fired (no person): it reopens when the rule fires again."""
+        return self.state == self.State.RESOLVED and self.state_changed_by_id is None
 
 
 class JobEvaluation(models.Model):
@@ -82,3 +100,28 @@ class ClusterAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster}: {self.utilisation_percent:.1f}% < {self.threshold_percent:.0f}%"
+
+
+class FindingEvent(models.Model):
+    """One change of a finding's state: from what, to what, by whom (none: the rules' re-evaluation) and why."""
+
+    class Verb(models.TextChoices):
+        OPENED = "opened"
+        ACKNOWLEDGED = "acknowledged"
+        RESOLVED = "resolved"
+        REOPENED = "reopened"
+        DISMISSED = "dismissed"
+
+    finding = models.ForeignKey(Finding, on_delete=models.CASCADE, related_name="events")
+    verb = models.CharField(max_length=16, choices=Verb.choices)
+    from_state = models.CharField(max_length=16, blank=True)
+    to_state = models.CharField(max_length=16, choices=Finding.State.choices)
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["finding", "at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.finding} {self.verb} by {self.by or 'the rules'}"

@@ -1,14 +1,10 @@
-"""Telling people: a webhook per new finding, a weekly digest per engineer and lead, a cluster alert.
-
-Slow I/O runs after the findings are committed; a failed POST is logged and never undoes a finding.
+"""Telling people: each finding's state change (through the outbox), a weekly digest per engineer and lead, a
+cluster alert. Deliveries are governance/notify's: stored with the change, sent and retried by the worker.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import urllib.error
-import urllib.request
 from collections import defaultdict
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -22,6 +18,7 @@ from governance.efficiency.models import LIVE_STATES, ClusterAlert, Finding
 from governance.efficiency.selectors import cluster_utilisation
 from governance.fleet.models import Cluster
 from governance.lib.money import format_money
+from governance.notify.services import notification_enqueue
 from governance.org.models import Membership, User
 
 logger = logging.getLogger(__name__)
@@ -29,25 +26,10 @@ logger = logging.getLogger(__name__)
 ALERT_EVERY = timedelta(days=1)
 
 
-def webhook_post(*, url: str, payload: dict) -> bool:
-    """POST JSON; True on a 2xx answer. Failures are logged, never raised."""
-    if not url.startswith(("https://", "http://")):
-        logger.warning("webhook URL %r is not http(s); nothing sent", url)
-        return False
-    body = json.dumps(payload, default=str).encode()
-    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})  # noqa: S310
-    try:
-        with urllib.request.urlopen(request, timeout=settings.GOVERNANCE_FINDINGS_WEBHOOK_TIMEOUT_S) as response:  # noqa: S310
-            return 200 <= response.status < 300
-    except (urllib.error.URLError, OSError, ValueError):
-        logger.warning("webhook POST to %s failed", url, exc_info=True)
-        return False
-
-
-def finding_payload(finding: Finding) -> dict:
+def finding_payload(finding: Finding, *, reason: str = "") -> dict:
+    """The JSON body of a finding's event (the outbox adds the event name)."""
     job = finding.job
     return {
-        "event": "finding.opened",
         "finding_id": finding.pk,
         "job_id": job.external_id,
         "cluster": job.cluster.name,
@@ -55,28 +37,29 @@ def finding_payload(finding: Finding) -> dict:
         "team": job.project.team.slug if job.project else None,
         "rule": finding.rule,
         "severity": finding.severity,
-        "monthly_waste": str(finding.monthly_waste),
+        "state": finding.state,
+        "reason": reason,
+        "changed_by": finding.state_changed_by.username if finding.state_changed_by else None,
+        "waste": str(finding.waste),
+        "savings_per_month": str(finding.savings),
         "currency": finding.currency,
         "advice": finding.advice,
         "evidence": finding.evidence,
     }
 
 
-def finding_announce(*, finding_id: int) -> bool:
-    """Send the new-finding webhook once; True when it was delivered now."""
-    url = settings.GOVERNANCE_FINDINGS_WEBHOOK_URL
-    finding = Finding.objects.select_related("job__cluster", "job__project__team").filter(pk=finding_id).first()
-    if not url or finding is None or finding.notified_at is not None:
-        return False
-    if not webhook_post(url=url, payload=finding_payload(finding)):
-        return False
-    Finding.objects.filter(pk=finding_id).update(notified_at=timezone.now())
-    return True
+def finding_text(finding: Finding, verb: str, reason: str = "") -> str:
+    """What a chat channel or an inbox shows."""
+    why = f" ({reason})" if reason else ""
+    return (
+        f"Finding {verb}{why}: {finding.rule} on job {finding.job.external_id} ({finding.job.cluster.name}, "
+        f"{finding.job.user_name}), {format_money(finding.waste, finding.currency)} wasted. {finding.advice}"
+    )
 
 
 def _digest_lines(findings: list[Finding]) -> str:
     return "\n".join(
-        f"- {format_money(f.monthly_waste, f.currency)}/month  {f.rule} on job {f.job.external_id} "
+        f"- {format_money(f.waste, f.currency)} wasted  {f.rule} on job {f.job.external_id} "
         f"({f.job.cluster.name}): {f.advice}"
         for f in findings
     )
@@ -87,7 +70,7 @@ def digests_send(*, now: datetime | None = None) -> int:
     live = list(
         Finding.objects.filter(state__in=LIVE_STATES)
         .select_related("job__cluster", "job__project__team")
-        .order_by("-monthly_waste", "-id")
+        .order_by("-waste", "-id")
     )
     by_user: dict[str, list[Finding]] = defaultdict(list)
     by_team: dict[int, list[Finding]] = defaultdict(list)
@@ -114,9 +97,10 @@ def _member(user: User, team_id: int) -> bool:
 def _send(to: str, subject: str, findings: list[Finding]) -> int:
     if not findings:
         return 0
-    total = sum((f.monthly_waste for f in findings), Decimal(0))
+    total = sum((f.waste for f in findings), Decimal(0))
     body = (
-        f"Estimated waste: {format_money(total, findings[0].currency)} a month, most first.\n\n"
+        f"Waste billed so far: {format_money(total, findings[0].currency)} (each wasted GPU-hour counted once), "
+        "most first.\n\n"
         f"{_digest_lines(findings)}\n"
     )
     return send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to], fail_silently=False)
@@ -152,14 +136,12 @@ def cluster_alerts_check(*, now: datetime | None = None) -> list[ClusterAlert]:
         if to:
             send_mail(f"GPU cluster {cluster.name} at {util:.0f}% utilisation", text, settings.DEFAULT_FROM_EMAIL, to)
         url = settings.GOVERNANCE_CLUSTER_ALERT_WEBHOOK_URL or settings.GOVERNANCE_FINDINGS_WEBHOOK_URL
-        if url:
-            payload = {
-                "event": "cluster.low_utilisation",
-                "cluster": cluster.name,
-                "text": text,
-                "utilisation_percent": round(util, 2),
-                "threshold_percent": threshold,
-                "window_end": now,
-            }
-            webhook_post(url=url, payload=payload)  # fmt: skip
+        payload = {
+            "cluster": cluster.name,
+            "text": text,
+            "utilisation_percent": round(util, 2),
+            "threshold_percent": threshold,
+            "window_end": now.isoformat(),
+        }
+        notification_enqueue(event="cluster.low_utilisation", payload=payload, text=text, destinations=[url])
     return alerts

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -13,10 +14,11 @@ from django.db.models.functions import NullIf
 from django.utils import timezone
 
 from governance.costs.models import Charge
-from governance.costs.pricing import Rate, RateBook, rate_at
+from governance.costs.pricing import Rate, RateBook, mig_fraction, rate_at
 from governance.costs.terms import rate_book
 from governance.efficiency.models import LIVE_STATES, Finding
 from governance.efficiency.summary import GpuSummary, HourStat, JobSummary
+from governance.efficiency.waste import DayBill, bills_by_day
 from governance.fleet.models import Gpu
 from governance.org.models import User
 from governance.org.selectors import job_visibility_filter
@@ -39,6 +41,27 @@ def rate_current(
     the cluster's card, else the organisation's, else the default (`*`) card; None without any."""
     book = book or rate_book()
     return rate_at(book.pricing(cluster, gpu_model).rates, at or timezone.now())
+
+
+@dataclass(frozen=True)
+class JobBill:
+    """What the ledger bills one job, per day; the prices its findings' waste is counted at."""
+
+    days: dict[date, DayBill]
+    currency: str
+
+
+def job_bills(*, job_ids: Iterable[int]) -> dict[int, JobBill]:
+    """The jobs' usage rows of the ledger (every month, re-priced under each month's terms), per job and day."""
+    rows: dict[int, list] = defaultdict(list)
+    currency: dict[int, str] = {}
+    for r in Charge.objects.filter(job_id__in=list(job_ids), kind=Charge.Kind.USAGE).values_list(
+        "job_id", "day", "gpu_model", "mig_profile", "gpu_hours", "cost", "currency"
+    ):
+        job_id, day, model, profile, hours, cost, cur = r
+        rows[job_id].append((day, hours, cost, mig_fraction(model, profile)))
+        currency[job_id] = cur
+    return {pk: JobBill(days=bills_by_day(r), currency=currency[pk]) for pk, r in rows.items()}
 
 
 def job_summaries(*, job_ids: Iterable[int], now: datetime | None = None) -> list[JobSummary]:
@@ -139,7 +162,7 @@ def findings_visible(
         # isdigit() alone accepts '²' and other digits int() refuses; ids are ASCII.
         is_id = job.isascii() and job.isdigit()
         qs = qs.filter(job_id=int(job)) if is_id else qs.filter(job__external_id=job)
-    return qs.order_by("-monthly_waste", "-id")
+    return qs.order_by("-waste", "-id")
 
 
 def job_visible(*, user: User, pk: int) -> Job | None:
@@ -194,8 +217,8 @@ def cluster_top_jobs(*, user: User, cluster_id: int, limit: int = 10) -> list[di
         Finding.objects.filter(job_visibility_filter(user=user, prefix="job__"), job__cluster_id=cluster_id)
         .filter(state__in=LIVE_STATES)
         .values("job_id", "job__external_id", "job__user_name", "currency")
-        .annotate(waste=Sum("monthly_waste"), findings=Count("id"), biggest=Max("monthly_waste"))
-        .order_by("-waste")[:limit]
+        .annotate(total=Sum("waste"), findings=Count("id"), biggest=Max("waste"))
+        .order_by("-total")[:limit]
     )
 
 

@@ -9,14 +9,18 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from governance.efficiency.models import LIVE_STATES, Finding, JobEvaluation
+from governance.efficiency.models import LIVE_STATES, Finding, FindingEvent, JobEvaluation
+from governance.efficiency.notifications import finding_payload, finding_text
 from governance.efficiency.rules import rules_evaluate
-from governance.efficiency.selectors import job_summaries
+from governance.efficiency.rules.base import pct
+from governance.efficiency.selectors import job_bills, job_summaries
+from governance.efficiency.summary import JobSummary
 from governance.efficiency.thresholds import thresholds_from_settings
+from governance.efficiency.waste import waste_allocate
 from governance.lib.money import to_cents
+from governance.notify.services import notification_enqueue, notify_destinations
 from governance.org.models import User
 from governance.usage.models import Job
 
@@ -25,6 +29,10 @@ logger = logging.getLogger(__name__)
 CHUNK = 200
 REASON_REQUIRED = "reason: say why the finding is dismissed"
 NOT_LIVE = "state: only an open or acknowledged finding can change state (this one is {state})"
+NOT_CLOSED = "state: only a resolved or dismissed finding can be reopened (this one is {state})"
+ANOTHER_LIVE = "state: the job has another live {rule} finding; that one stands for it"
+NO_LONGER_FIRES = "no longer fires: mean SM {sm}"
+FIRES_AGAIN = "fires again"
 
 
 class FindingStateError(ValueError):
@@ -37,6 +45,17 @@ class Evaluation:
     opened: int = 0
     refreshed: int = 0
     resolved: int = 0
+    reopened: int = 0
+
+
+@dataclass(frozen=True)
+class Change:
+    finding_id: int
+    verb: str
+    from_state: str
+    to_state: str
+    reason: str = ""
+    by_id: int | None = None
 
 
 def _chunks(ids: Iterable[int]) -> Iterator[list[int]]:
@@ -45,76 +64,116 @@ def _chunks(ids: Iterable[int]) -> Iterator[list[int]]:
         yield ids[i : i + CHUNK]
 
 
-def findings_evaluate(*, job_ids: Iterable[int], now: datetime | None = None, final: bool = False) -> Evaluation:
-    """Run every rule on the jobs: open new findings, refresh live ones, resolve those that no longer fire.
+def _no_longer(summary: JobSummary) -> str:
+    return NO_LONGER_FIRES.format(sm=pct(summary.sm_mean))
 
-    A dismissed finding stays dismissed: the rule firing again on the same job opens nothing new.
+
+def findings_evaluate(*, job_ids: Iterable[int], now: datetime | None = None, final: bool = False) -> Evaluation:
+    """Run every rule on the jobs: open new findings, refresh live ones (their waste from the job's ledger rows),
+    resolve those that no longer fire, reopen those the rules resolved once they fire again.
+
+    A finding a person dismissed or resolved keeps its state; its waste is still counted, so that the hours it
+    claims go to no other finding.
     """
     now = now or timezone.now()
     thresholds = thresholds_from_settings()
     result = Evaluation()
     for chunk in _chunks(job_ids):
         summaries = job_summaries(job_ids=chunk, now=now)
+        bills = job_bills(job_ids=chunk)
         with transaction.atomic():
             # Locking the jobs' evaluation rows makes two workers on the same job take turns.
             JobEvaluation.objects.bulk_create(
                 [JobEvaluation(job_id=pk, evaluated_at=now) for pk in chunk], ignore_conflicts=True
             )
             list(JobEvaluation.objects.select_for_update().filter(job_id__in=chunk).order_by("job_id"))
-            existing: dict[tuple[int, str], Finding] = {}
-            dismissed: set[tuple[int, str]] = set()
-            for f in Finding.objects.filter(job_id__in=chunk).filter(Q(state__in=LIVE_STATES) | Q(state="dismissed")):
-                if f.state == Finding.State.DISMISSED:
-                    dismissed.add((f.job_id, f.rule))
-                else:
-                    existing[(f.job_id, f.rule)] = f
-            fired: set[tuple[int, str]] = set()
+            latest: dict[tuple[int, str], Finding] = {}
+            for f in Finding.objects.filter(job_id__in=chunk).order_by("job_id", "rule", "-id"):
+                latest.setdefault((f.job_id, f.rule), f)
+            changes: list[Change] = []
             new: list[Finding] = []
             for summary in summaries:
-                for draft in rules_evaluate(summary, thresholds):
-                    key = (summary.job_id, draft.rule)
-                    fired.add(key)
+                drafts = rules_evaluate(summary, thresholds)
+                bill = bills.get(summary.job_id)
+                wastes = waste_allocate({d.rule: d.wasted_hours for d in drafts}, bill.days if bill else {})
+                fired = {d.rule for d in drafts}
+                for draft in drafts:
+                    waste = wastes[draft.rule]
                     values = {
                         "severity": draft.severity,
                         "evidence": draft.evidence,
-                        "monthly_waste": to_cents(draft.monthly_waste),
-                        "currency": draft.currency,
+                        "waste": waste.money,
+                        "wasted_gpu_hours": round(waste.hours, 4),
+                        "savings": to_cents(draft.savings),
+                        "currency": bill.currency if bill else draft.currency,
                         "advice": draft.advice,
                     }
-                    if key in existing:
-                        Finding.objects.filter(pk=existing[key].pk).update(**values, updated_at=now)
-                        result.refreshed += 1
-                    elif key not in dismissed:
+                    f = latest.get((summary.job_id, draft.rule))
+                    if f is None:
                         new.append(Finding(job_id=summary.job_id, rule=draft.rule, **values))
+                    elif f.state in LIVE_STATES or not f.resolved_by_rules:
+                        Finding.objects.filter(pk=f.pk).update(**values, updated_at=now)
+                        result.refreshed += 1
+                    else:
+                        Finding.objects.filter(pk=f.pk).update(
+                            **values, state=Finding.State.OPEN, resolved_at=None, updated_at=now
+                        )
+                        changes.append(Change(f.pk, "reopened", f.state, Finding.State.OPEN, FIRES_AGAIN))
+                        result.reopened += 1
+                for (job_id, rule), f in latest.items():
+                    if job_id == summary.job_id and rule not in fired and f.state in LIVE_STATES:
+                        Finding.objects.filter(pk=f.pk).update(
+                            state=Finding.State.RESOLVED, resolved_at=now, updated_at=now, state_changed_by=None,
+                            waste=0, wasted_gpu_hours=0,
+                        )  # fmt: skip
+                        changes.append(Change(f.pk, "resolved", f.state, Finding.State.RESOLVED, _no_longer(summary)))
+                        result.resolved += 1
             Finding.objects.bulk_create(new)
             result.opened += len(new)
-            stale = [f.pk for key, f in existing.items() if key not in fired]
-            result.resolved += Finding.objects.filter(pk__in=stale).update(
-                state=Finding.State.RESOLVED, resolved_at=now, updated_at=now
-            )
+            changes += [Change(f.pk, "opened", "", Finding.State.OPEN) for f in new]
+            _record(changes, now)
             JobEvaluation.objects.filter(job_id__in=chunk).update(evaluated_at=now)
             if final:
                 JobEvaluation.objects.filter(job_id__in=chunk).update(final_at=now)
-            new_ids = [f.pk for f in new]
-            if new_ids:
-                transaction.on_commit(lambda ids=new_ids: _announce(ids))
         result.jobs += len(summaries)
     return result
 
 
-def _announce(finding_ids: list[int]) -> None:
-    from governance.efficiency.tasks import announce_finding
-
-    for pk in finding_ids:
-        try:
-            announce_finding.delay(pk)
-        except Exception:  # broker down: the finding is stored; only its webhook is late or lost
-            logger.warning("could not enqueue the webhook for finding %s", pk, exc_info=True)
+def _record(changes: list[Change], now: datetime) -> None:
+    """History rows and outbox rows for the changes, in the transaction that made them."""
+    if not changes:
+        return
+    FindingEvent.objects.bulk_create(
+        [
+            FindingEvent(finding_id=c.finding_id, verb=c.verb, from_state=c.from_state, to_state=c.to_state,
+                         by_id=c.by_id, reason=c.reason, at=now)
+            for c in changes
+        ]
+    )  # fmt: skip
+    if not notify_destinations(settings.GOVERNANCE_FINDINGS_WEBHOOK_URL):
+        return
+    findings = Finding.objects.select_related("job__cluster", "job__project__team", "state_changed_by").in_bulk(
+        [c.finding_id for c in changes]
+    )
+    for c in changes:
+        notification_enqueue(
+            event=f"finding.{c.verb}",
+            payload=finding_payload(findings[c.finding_id], reason=c.reason),
+            text=finding_text(findings[c.finding_id], c.verb, c.reason),
+            destinations=[settings.GOVERNANCE_FINDINGS_WEBHOOK_URL],
+        )
 
 
 def findings_evaluate_running(*, now: datetime | None = None) -> Evaluation:
     """The periodic pass over jobs still running."""
     ids = Job.objects.filter(end_time__isnull=True, start_time__isnull=False).values_list("pk", flat=True)
+    return findings_evaluate(job_ids=ids, now=now)
+
+
+def findings_evaluate_priced(*, job_ids: Iterable[int], now: datetime | None = None) -> Evaluation:
+    """After pricing: re-evaluate the priced jobs that have findings, so their waste follows the new ledger rows.
+    Jobs without findings wait for their periodic pass."""
+    ids = list(Finding.objects.filter(job_id__in=list(job_ids)).values_list("job_id", flat=True).distinct())
     return findings_evaluate(job_ids=ids, now=now)
 
 
@@ -147,24 +206,57 @@ def findings_evaluate_all(*, now: datetime | None = None) -> Evaluation:
     )
 
 
-def _change(*, finding_id: int, user: User, state: str, reason: str = "") -> Finding:
+def _change(*, finding_id: int, user: User, state: str, verb: str, reason: str = "") -> Finding:
+    now = timezone.now()
     with transaction.atomic():
         finding = Finding.objects.select_for_update().get(pk=finding_id)
-        if finding.state not in LIVE_STATES:
-            raise FindingStateError(NOT_LIVE.format(state=finding.state))
+        before = finding.state
+        if state == Finding.State.OPEN:
+            if before in LIVE_STATES:
+                raise FindingStateError(NOT_CLOSED.format(state=before))
+            live = Finding.objects.filter(job_id=finding.job_id, rule=finding.rule, state__in=LIVE_STATES)
+            if live.exclude(pk=finding.pk).exists():
+                raise FindingStateError(ANOTHER_LIVE.format(rule=finding.rule))
+        elif before not in LIVE_STATES:
+            raise FindingStateError(NOT_LIVE.format(state=before))
         finding.state = state
         finding.state_changed_by = user
-        finding.dismissed_reason = reason
-        finding.save(update_fields=["state", "state_changed_by", "dismissed_reason", "updated_at"])
+        finding.dismissed_reason = reason if state == Finding.State.DISMISSED else ""
+        finding.resolved_at = now if state == Finding.State.RESOLVED else None
+        finding.save(update_fields=["state", "state_changed_by", "dismissed_reason", "resolved_at", "updated_at"])
+        _record([Change(finding.pk, verb, before, state, reason, user.pk)], now)
     return finding
 
 
-def finding_acknowledge(*, finding_id: int, user: User) -> Finding:
-    return _change(finding_id=finding_id, user=user, state=Finding.State.ACKNOWLEDGED)
+def finding_acknowledge(*, finding_id: int, user: User, reason: str = "") -> Finding:
+    return _change(finding_id=finding_id, user=user, state=Finding.State.ACKNOWLEDGED, verb="acknowledged",
+                   reason=(reason or "").strip())  # fmt: skip
 
 
 def finding_dismiss(*, finding_id: int, user: User, reason: str) -> Finding:
     reason = (reason or "").strip()
     if not reason:
         raise FindingStateError(REASON_REQUIRED)
-    return _change(finding_id=finding_id, user=user, state=Finding.State.DISMISSED, reason=reason)
+    return _change(finding_id=finding_id, user=user, state=Finding.State.DISMISSED, verb="dismissed", reason=reason)
+
+
+def finding_resolve(*, finding_id: int, user: User, reason: str = "") -> Finding:
+    """A person says it is fixed: the rules' re-evaluation leaves it resolved even while the rule still fires."""
+    return _change(finding_id=finding_id, user=user, state=Finding.State.RESOLVED, verb="resolved",
+                   reason=(reason or "").strip())  # fmt: skip
+
+
+def finding_reopen(*, finding_id: int, user: User, reason: str = "") -> Finding:
+    return _change(finding_id=finding_id, user=user, state=Finding.State.OPEN, verb="reopened",
+                   reason=(reason or "").strip())  # fmt: skip
+
+
+def finding_state_set(*, finding_id: int, user: User, state: str, reason: str = "") -> Finding:
+    """The one entry point of the API and the pages: the state a person asks for."""
+    change = {
+        Finding.State.ACKNOWLEDGED: finding_acknowledge,
+        Finding.State.DISMISSED: finding_dismiss,
+        Finding.State.RESOLVED: finding_resolve,
+        Finding.State.OPEN: finding_reopen,
+    }[Finding.State(state)]
+    return change(finding_id=finding_id, user=user, reason=reason)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from math import sqrt
 
@@ -162,8 +164,26 @@ class JobSummary:
             return Decimal(0)
         return Decimal(str(round(gpu_hours, 6))) * self.rate
 
-    def monthly_waste(self, wasted_gpu_hours: float) -> Decimal:
-        """Ended jobs: what was wasted. Running jobs: the waste rate so far, over a 30-day month of running."""
+    def hours_by_day(
+        self, weight: Callable[[HourStat], float] = lambda h: 1.0, gpus: Iterable[GpuSummary] | None = None
+    ) -> dict[date, float]:
+        """Held GPU-hours per UTC day of the GPUs' rollup hours, each hour weighted (0-1) by `weight`."""
+        per_sample = self.hours_per_sample
+        out: dict[date, float] = defaultdict(float)
+        for gpu in self.gpus if gpus is None else gpus:
+            for h in gpu.hours:
+                share = weight(h)
+                if share > 0:
+                    out[h.hour.date()] += h.samples * per_sample * share
+        return dict(out)
+
+    def unused_hours_by_day(self) -> dict[date, float]:
+        """The unused share (1 - SM) of each held hour whose SM is known, per day."""
+        return self.hours_by_day(lambda h: max(0.0, 1 - h.sm_mean / 100) if h.sm_known else 0.0)
+
+    def monthly_savings(self, wasted_gpu_hours: float) -> Decimal:
+        """What stopping the waste saves a month: ended jobs, what was wasted; running jobs, the waste rate so
+        far over a 30-day month of running. An estimate at today's rate, never added across findings."""
         if not self.running:
             return self.cost(wasted_gpu_hours)
         if self.runtime_hours <= 0:

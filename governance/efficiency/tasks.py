@@ -8,14 +8,16 @@ def evaluate_running() -> int:
     return services.findings_evaluate_running().opened
 
 
+# The pricing pass names this task (governance/lib/enqueue.py) for the jobs it priced: their waste is re-counted
+# from the new ledger rows.
+@shared_task(name="efficiency.evaluate_jobs")
+def evaluate_jobs(job_ids: list[int]) -> int:
+    return services.findings_evaluate_priced(job_ids=job_ids).refreshed
+
+
 @shared_task(name="efficiency.evaluate_ended")
 def evaluate_ended() -> int:
     return services.findings_evaluate_ended().opened
-
-
-@shared_task(name="efficiency.announce_finding", acks_late=True)
-def announce_finding(finding_id: int) -> bool:
-    return notifications.finding_announce(finding_id=finding_id)
 
 
 @shared_task(name="efficiency.weekly_digest")

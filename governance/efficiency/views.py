@@ -15,12 +15,15 @@ from governance.dashboard.figures.jobs import GpuHourPoint, job_timeline
 from governance.efficiency import selectors
 from governance.efficiency.models import Finding
 from governance.efficiency.rules import RULES
-from governance.efficiency.services import FindingStateError, finding_acknowledge, finding_dismiss
+from governance.efficiency.services import FindingStateError, finding_state_set
 from governance.efficiency.summary import gib
 from governance.fleet.models import Cluster
 from governance.org.selectors import teams_led
 
 CLUSTER_DAYS = 7
+
+PAGE_STATES = ("acknowledged", "dismissed", "resolved", "open")
+UNKNOWN_STATE = "state: choose acknowledged, dismissed, resolved or open"
 
 
 @login_required
@@ -70,11 +73,11 @@ def findings_list(request: HttpRequest) -> HttpResponse:
 def finding_state(request: HttpRequest, pk: int) -> HttpResponse:
     if not selectors.findings_visible(user=request.user).filter(pk=pk).exists():
         raise Http404("No such finding.")
+    state = request.POST.get("state", "")
     try:
-        if request.POST.get("state") == "dismissed":
-            finding_dismiss(finding_id=pk, user=request.user, reason=request.POST.get("reason", ""))
-        else:
-            finding_acknowledge(finding_id=pk, user=request.user)
+        if state not in PAGE_STATES:
+            raise FindingStateError(UNKNOWN_STATE)
+        finding_state_set(finding_id=pk, user=request.user, state=state, reason=request.POST.get("reason", "")[:2000])
     except FindingStateError as exc:
         messages.error(request, str(exc))
     back = request.POST.get("next", "")

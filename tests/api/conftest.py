@@ -12,6 +12,7 @@ from governance.efficiency.models import Finding
 from governance.efficiency.services import findings_evaluate_all
 from governance.fleet.models import Cluster, Gpu, Node
 from governance.lib.months import Month
+from governance.notify.services import notification_enqueue
 from governance.org.models import Membership, Project, ProjectMapping
 from governance.usage.models import Job
 from tests.factories import at, ingest, job_record, rate, series
@@ -67,6 +68,8 @@ def world(cast):
     ProjectMapping.objects.create(value="acct-nlp", project=Project.objects.get(slug="llm-pretrain"))
     ProjectMapping.objects.create(value="acct-vision", project=Project.objects.get(slug="detector"))
     audit = audit_entry_record(actor=cast.admin, token=None, action=AuditEntry.Action.CREATE, instance=cast.nlp)
+    (notification,) = notification_enqueue(event="finding.opened", payload={"finding_id": 1},
+                                           destinations=["https://hooks.example.org/h"])  # fmt: skip
     return type(
         "World",
         (),
@@ -90,6 +93,7 @@ def world(cast):
             "alice_token": alice_token,
             "vision_token": vision_token,
             "audit": audit,
+            "notification": notification,
             "finding_bob": Finding.objects.filter(job=jobs["2"]).first(),
             "finding_dave": Finding.objects.filter(job=jobs["3"]).first(),
         },

@@ -37,6 +37,7 @@ def known_ids(world) -> dict[str, dict]:
         "/api/v1/memberships/": world.alice_membership.pk, "/api/v1/project-mappings/": world.nlp_mapping.pk,
         "/api/v1/clusters/": world.cluster.pk, "/api/v1/nodes/": world.node.pk, "/api/v1/gpus/": world.gpu.pk,
         "/api/v1/jobs/": world.job_bob.pk, "/api/v1/tokens/": world.alice_token.pk, "/api/v1/audit/": world.audit.pk,
+        "/api/v1/notifications/": world.notification.pk,
     }  # fmt: skip
     return {
         **{prefix: {"id": pk} for prefix, pk in ids.items()},

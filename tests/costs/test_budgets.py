@@ -1,11 +1,11 @@
 import json
+import urllib.request
 from decimal import Decimal
 
 import pytest
 import time_machine
 from django.core import mail
 
-from governance.costs import services
 from governance.costs.models import BudgetAlert
 from governance.costs.services import budget_alerts_check, budget_set
 from governance.lib.months import Month
@@ -34,7 +34,7 @@ def calls(monkeypatch):
         seen.append((request.full_url, json.loads(request.data)))
         return Reply()
 
-    monkeypatch.setattr(services.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     return seen
 
 
@@ -61,8 +61,8 @@ def test_each_crossed_threshold_is_announced_once_by_email_and_webhook(cast, cal
     assert len(mail.outbox) == 1 and mail.outbox[0].to == ["lead@example.org"]
     assert "50%" in mail.outbox[0].subject
     assert calls == [("https://hooks.example.org/budget", {
-        "team": "NLP", "month": "2026-11", "threshold": 50, "spent": "120.00", "budget": "200.00", "currency": "USD",
-        "alert": BudgetAlert.objects.get().pk,
+        "event": "budget.threshold", "team": "NLP", "month": "2026-11", "threshold": 50, "spent": "120.00",
+        "budget": "200.00", "currency": "USD", "alert": BudgetAlert.objects.get().pk,
     })]  # fmt: skip
 
     spend(10, job_id="2", day=4)  # 220.00: 110 %, crosses 80 and 100

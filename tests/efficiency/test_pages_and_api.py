@@ -99,7 +99,7 @@ def test_the_findings_page_sorts_by_waste_and_acknowledges_by_post(client, flagg
     page = client.get("/findings/", {"team": "nlp"})
     client.post(f"/findings/{finding.pk}/state/", {"state": "acknowledged", "next": "/findings/"})
 
-    wastes = [f.monthly_waste for f in page.context["findings"]]
+    wastes = [f.waste for f in page.context["findings"]]
     assert wastes == sorted(wastes, reverse=True)
     assert {f.job.external_id for f in page.context["findings"]} == {"4242"}
     assert Finding.objects.get(pk=finding.pk).state == "acknowledged"

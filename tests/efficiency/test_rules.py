@@ -44,7 +44,7 @@ def test_idle_after_busy_is_priced_as_the_idle_hours_at_the_rate():
 def test_a_running_job_extrapolates_its_waste_rate_to_a_30_day_month():
     drafts = rules(job(hour(0, 90), hour(1, 0), hour(2, 0), hour(3, 0), running=True))
 
-    assert drafts["idle_gpu"].monthly_waste == Decimal("1080.00")  # 3/4 of 720 h x 2.00
+    assert drafts["idle_gpu"].savings == Decimal("1080.00")  # 3/4 of 720 h x 2.00
 
 
 def test_a_tighter_idle_threshold_in_settings_changes_what_fires():

@@ -26,7 +26,7 @@ def test_a_job_busy_for_an_hour_then_idle_for_three_gets_idle_gpu_with_the_idle_
     assert idle.evidence["idle_gpu_hours"] == 3.0
     assert idle.evidence["idle_cost"] == "6.00"  # 3 GPU-hours at 2.00 USD
     assert idle.evidence["gpus"][0]["since"] == "2026-11-03T10:00:00+00:00"
-    assert idle.monthly_waste == Decimal("6.00")  # ended job: the waste it actually had
+    assert idle.savings == Decimal("6.00")  # ended job: the waste it actually had
     assert "3.0 h" in idle.advice and "after doing work" in idle.advice and "6.00 USD" in idle.advice
 
 
@@ -69,7 +69,7 @@ def test_a_two_gpu_job_with_one_gpu_idle_is_told_to_request_one(findings):
 
     over = found["overallocated"]
     assert over.evidence["gpus_idle"] == 1 and over.evidence["idle_gpu_hours"] == 2.0
-    assert over.monthly_waste == Decimal("4.00")
+    assert over.savings == Decimal("4.00")
     assert "request 1 GPU instead of 2" in over.advice
 
 
@@ -110,7 +110,7 @@ def test_a_small_one_gpu_job_is_offered_the_smallest_mig_slice_that_holds_1_2_ti
     assert mig.evidence["profile"] == "1g.10gb"  # 8 GiB x 1.2 = 9.6 GiB
     assert mig.advice.startswith("Peak 8.0 GiB of 80 GiB and 6.0% SM; a 1g.10gb slice fits with margin")
     assert "1/7 of today's" in mig.advice
-    assert mig.monthly_waste == Decimal("3.43")  # 2 h x 2.00 x 6/7
+    assert mig.savings == Decimal("3.43")  # 2 h x 2.00 x 6/7
 
 
 def test_a_peak_whose_margin_passes_10_gib_needs_the_20_gib_slice(findings):
@@ -291,7 +291,7 @@ def test_a_model_without_a_card_of_its_own_is_priced_at_the_default_card(finding
 
     idle = findings(records)["idle_gpu"]
     assert idle.evidence["idle_cost"] == "9.00"  # 3 idle GPU-hours at the default 3.00 USD
-    assert idle.monthly_waste == Decimal("9.00")
+    assert idle.savings == Decimal("9.00")
 
 
 def test_a_clusters_own_card_prices_its_findings_over_the_organisations(findings):

@@ -17,6 +17,7 @@ from governance.efficiency.services import (
     findings_evaluate_ended,
     findings_evaluate_running,
 )
+from governance.notify.models import OutboxMessage
 from tests.efficiency.conftest import START, a_job, gpu
 from tests.factories import at, ingest, iso, job_record, rate
 
@@ -55,12 +56,12 @@ def test_a_finding_resolves_itself_when_the_job_stops_showing_it(cast):
     findings_evaluate_running(now=at("2026-11-03T10:00:00Z"))
     assert live("low_utilization").count() == 1
 
-    ingest(gpu(minutes=600, offset=60, sm_util=95.0))  # mean SM now 87%
-    findings_evaluate_running(now=at("2026-11-03T19:00:00Z"))
+    with time_machine.travel(at("2026-11-03T21:00:00Z"), tick=False):  # pricing the new hours re-evaluates the job
+        ingest(gpu(minutes=600, offset=60, sm_util=95.0))  # mean SM now 87%
 
     assert live("low_utilization").count() == 0
     resolved = Finding.objects.get(rule="low_utilization")
-    assert resolved.state == "resolved" and resolved.resolved_at == at("2026-11-03T19:00:00Z")
+    assert resolved.state == "resolved" and resolved.resolved_at == at("2026-11-03T21:00:00Z")
 
 
 def test_a_dismissed_finding_needs_a_reason_and_does_not_come_back(idle_job, cast):
@@ -116,8 +117,9 @@ def test_each_new_finding_is_posted_to_the_webhook_once(
         findings_evaluate_all(now=LATER)
 
     idle = [p for p in Hook.received if p["rule"] == "idle_gpu"]
-    assert len(idle) == 1 and idle[0]["job_id"] == "4242" and idle[0]["monthly_waste"] == "4.00"
-    assert live().get().notified_at is not None
+    assert len(idle) == 1 and idle[0]["event"] == "finding.opened" and idle[0]["job_id"] == "4242"
+    assert idle[0]["savings_per_month"] == "4.00" and idle[0]["waste"] == "4.00"
+    assert OutboxMessage.objects.get(payload__rule="idle_gpu").delivered_at is not None
 
 
 def test_a_failing_webhook_loses_no_finding(idle_job, settings, caplog, django_capture_on_commit_callbacks):
@@ -125,8 +127,10 @@ def test_a_failing_webhook_loses_no_finding(idle_job, settings, caplog, django_c
     with django_capture_on_commit_callbacks(execute=True):
         findings_evaluate_all(now=LATER)
 
-    assert live().get().notified_at is None
-    assert "webhook POST" in caplog.text
+    assert live().count() == 1
+    message = OutboxMessage.objects.get(payload__rule="idle_gpu")
+    assert message.attempts == 1 and message.delivered_at is None and message.next_attempt_at is not None
+    assert "URLError" in message.last_error
 
 
 def test_the_weekly_digest_goes_to_the_engineer_and_the_lead_sorted_by_money(cast):
@@ -145,14 +149,16 @@ def test_the_weekly_digest_goes_to_the_engineer_and_the_lead_sorted_by_money(cas
     assert lead.index("job big") < lead.index("job 4242")
 
 
-def test_a_cluster_under_the_line_for_a_day_alerts_once_by_email_and_webhook(cast, settings, hook_url):
+def test_a_cluster_under_the_line_for_a_day_alerts_once_by_email_and_webhook(cast, settings, hook_url,
+                                                                             django_capture_on_commit_callbacks):
     settings.GOVERNANCE_CLUSTER_ALERT_EMAILS = ["ops@example.org"]
     settings.GOVERNANCE_CLUSTER_ALERT_WEBHOOK_URL = hook_url
     ingest([job_record(start_time=iso(START), submit_time=iso(START)), *gpu(minutes=600, sm_util=20.0)])
     now = at("2026-11-03T19:00:00Z")
 
-    alerts = cluster_alerts_check(now=now)
-    again = cluster_alerts_check(now=now)
+    with django_capture_on_commit_callbacks(execute=True):
+        alerts = cluster_alerts_check(now=now)
+        again = cluster_alerts_check(now=now)
 
     assert [round(a.utilisation_percent) for a in alerts] == [20] and again == []
     assert ClusterAlert.objects.count() == 1

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 BUDGET_S = 60
 NASTY = ["", "0", "-1", "²", "١٢", "99999999999999999999999", "1e309", "NaN", "0001-01-01", "9999-12-31",
          "2026-02-30", "2026-11", "0000-00", "2026-11-03T00:00:00+23:59", "9999-12-31T23:59:59-01:00",
-         "\x00", "'\"<a>", "%", "vision", "nlp", "live", "idle_gpu", "day", "hour", "-monthly_waste", "?",
+         "\x00", "'\"<a>", "%", "vision", "nlp", "live", "idle_gpu", "day", "hour", "-waste", "?",
          "x" * 300]  # fmt: skip
 value = st.one_of(st.sampled_from(NASTY), st.text(max_size=20), st.integers().map(str), st.dates().map(str))
 PARAMS = ["start", "end", "month", "cluster", "team", "job", "rule", "state", "page", "page_size", "resolution",

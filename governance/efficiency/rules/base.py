@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 from decimal import Decimal
 
 from governance.efficiency.summary import JobSummary
@@ -14,14 +15,19 @@ INFO, WARNING, CRITICAL = "info", "warning", "critical"
 
 @dataclass(frozen=True)
 class Draft:
-    """A finding as a rule states it, before it meets the database."""
+    """A finding as a rule states it, before it meets the database.
+
+    `wasted_hours`: the held GPU-hours the rule says were wasted, per UTC day (governance/efficiency/waste.py
+    prices them from the ledger). `savings`: what following the advice would save a month, an estimate.
+    """
 
     rule: str
     severity: str
     evidence: dict[str, object]
-    monthly_waste: Decimal
+    savings: Decimal
     advice: str
     currency: str = "USD"
+    wasted_hours: dict[date, float] = field(default_factory=dict)
 
 
 Check = Callable[[JobSummary, Thresholds], list[Draft]]

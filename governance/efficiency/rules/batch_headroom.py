@@ -30,7 +30,8 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "mem_peak_percent": r(share, 1),
                 "batch_factor": factor,
             },
-            monthly_waste=job.monthly_waste(unused_gpu_hours(job)),
+            savings=job.monthly_savings(unused_gpu_hours(job)),
+            wasted_hours=job.unused_hours_by_day(),
             advice=(
                 f"SM averages {pct(job.sm_mean)} and memory peaks at {gib(peak):.1f} of {gib(total):.0f} GiB "
                 f"({pct(share)}): raise the batch size up to {factor:g}x, which keeps memory under "

@@ -50,7 +50,8 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "host_cpu_mean": r(host_cpu, 1) if host_cpu is not None else None,
                 "sm_oscillation_cv": r(cv) if cv is not None else None,
             },
-            monthly_waste=job.monthly_waste(unused_gpu_hours(job)),
+            savings=job.monthly_savings(unused_gpu_hours(job)),
+            wasted_hours=job.unused_hours_by_day(),
             advice=(
                 f"The GPU waits for data: SM averages {pct(job.sm_mean)} and {'; '.join(reasons)}. "
                 "Add data-loader workers and prefetching (num_workers, prefetch_factor, pin_memory), cache the "

@@ -7,8 +7,9 @@ An hour with enough idle samples on its own is a stretch too. This catches a GPU
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from governance.efficiency.rules.base import CRITICAL, WARNING, Draft, pct, r, rule
 from governance.efficiency.summary import GpuSummary, HourStat, JobSummary
@@ -23,6 +24,7 @@ class Stretch:
     since: datetime
     until: datetime
     idle_samples: int
+    parts: tuple[tuple[datetime, int], ...] = ()  # (hour, idle samples counted from it)
 
 
 def _next(earlier: HourStat, later: HourStat) -> bool:
@@ -41,21 +43,21 @@ def idle_stretches(hours: tuple[HourStat, ...], idle_sm: float) -> list[Stretch]
         j = i
         while j + 1 < len(ordered) and ordered[j + 1].sm_mean < idle_sm and _next(ordered[j], ordered[j + 1]):
             j += 1
-        samples = sum(h.idle_samples for h in ordered[i : j + 1])
+        parts = [(h.hour, h.idle_samples) for h in ordered[i : j + 1]]
         since, until = ordered[i].hour, ordered[j].hour + HOUR
         before = ordered[i - 1] if i > 0 and _next(ordered[i - 1], ordered[i]) else None
         after = ordered[j + 1] if j + 1 < len(ordered) and _next(ordered[j], ordered[j + 1]) else None
         if before is not None and before.hour not in claimed and before.idle_samples:
-            samples += before.idle_samples
+            parts.append((before.hour, before.idle_samples))
             claimed.add(before.hour)
         if after is not None and after.idle_samples:
-            samples += after.idle_samples
+            parts.append((after.hour, after.idle_samples))
             claimed.add(after.hour)
-        stretches.append(Stretch(since, until, samples))
+        stretches.append(Stretch(since, until, sum(n for _, n in parts), tuple(parts)))
         i = j + 1
     for h in ordered:
         if h.sm_mean >= idle_sm and h.hour not in claimed and h.idle_samples:
-            stretches.append(Stretch(h.hour, h.hour + HOUR, h.idle_samples))
+            stretches.append(Stretch(h.hour, h.hour + HOUR, h.idle_samples, ((h.hour, h.idle_samples),)))
     return stretches
 
 
@@ -75,6 +77,11 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     if not found:
         return []
     idle_gpu_hours = sum(s.idle_samples * per_sample for _, stretches in found for s in stretches)
+    by_day: dict[date, float] = defaultdict(float)
+    for _, stretches in found:
+        for s in stretches:
+            for hour, n in s.parts:
+                by_day[hour.date()] += n * per_sample
     idle_cost = job.cost(idle_gpu_hours)
     evidence_gpus = [
         {
@@ -111,7 +118,8 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "idle_sm_percent": t.idle_sm_percent,
                 "gpus": evidence_gpus,
             },
-            monthly_waste=job.monthly_waste(idle_gpu_hours),
+            savings=job.monthly_savings(idle_gpu_hours),
+            wasted_hours=dict(by_day),
             advice=f"{what}{why}{money}.",
             currency=job.currency,
         )

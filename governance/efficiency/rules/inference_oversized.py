@@ -28,9 +28,11 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     if profile is not None and profile.sevenths < 7:
         slice_text = f", then serve from a {profile.name} MIG slice ({profile.compute_fraction} of the GPU's cost)"
         wasted = job.allocated_gpu_hours * (1 - profile.sevenths / 7)
+        by_day = job.hours_by_day(lambda h: 1 - profile.sevenths / 7)
     else:
         slice_text = ", then pack more replicas per GPU"
         wasted = unused_gpu_hours(job)
+        by_day = job.unused_hours_by_day()
     return [
         Draft(
             rule="inference_oversized",
@@ -42,7 +44,8 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "mem_peak_percent": r(share, 1),
                 "profile_after_quantisation": profile.name if profile else None,
             },
-            monthly_waste=job.monthly_waste(wasted),
+            savings=job.monthly_savings(wasted),
+            wasted_hours=by_day,
             advice=(
                 f"This inference service has run {job.runtime_hours:.0f} h at {pct(job.sm_mean)} SM while holding "
                 f"{gib(peak):.1f} GiB ({pct(share)} of the GPU): prune or quantise the model (int8/fp8 weights "

@@ -1,7 +1,8 @@
 """low_utilization: mean SM under the red threshold (critical) or the note threshold (info).
 
-The waste shown is the unused share of the job's cost, (1 - mean SM) x cost: an upper bound, shared with
-the other rules that explain why SM is low, so wastes of one job's findings do not add up.
+The hours it calls wasted are the unused share (1 - SM) of each held hour; the rules before it in the waste
+precedence (governance/efficiency/waste.py) take those they explain first. A job that never used its GPUs is
+idle_gpu's: profiling advice does not help code that does not run on the GPU.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ def unused_gpu_hours(job: JobSummary) -> float:
 @rule("low_utilization")
 def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     mean = job.sm_mean
-    if mean >= t.low_util_note_percent:
+    if mean >= t.low_util_note_percent or mean < t.idle_sm_percent:
         return []
     red = mean < t.low_util_red_percent
     contrast = f" (cluster mean {pct(job.cluster_sm_mean)})" if job.cluster_sm_mean is not None else ""
@@ -32,7 +33,8 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "cluster_sm_mean": r(job.cluster_sm_mean, 1) if job.cluster_sm_mean is not None else None,
                 "gpu_hours": r(job.allocated_gpu_hours),
             },
-            monthly_waste=job.monthly_waste(unused_gpu_hours(job)),
+            savings=job.monthly_savings(unused_gpu_hours(job)),
+            wasted_hours=job.unused_hours_by_day(),
             advice=(
                 f"Mean SM utilisation is {pct(mean)}{contrast}, under the "
                 f"{pct(t.low_util_red_percent if red else t.low_util_note_percent)} line: profile a step "

@@ -26,7 +26,8 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "mem_peak_percent": r(share, 1),
                 "sm_mean": r(job.sm_mean, 1),
             },
-            monthly_waste=job.monthly_waste(unused_gpu_hours(job)),
+            savings=job.monthly_savings(unused_gpu_hours(job)),
+            wasted_hours=job.unused_hours_by_day(),
             advice=(
                 f"Memory peaks at {gib(peak):.1f} of {gib(total):.0f} GiB ({pct(share)}) while SM averages "
                 f"{pct(job.sm_mean)}: use mixed precision (bf16/fp16), gradient checkpointing, or prune the model "

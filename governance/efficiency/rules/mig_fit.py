@@ -34,7 +34,8 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "profile_memory_gib": profile.memory_gib,
                 "profile_sevenths": profile.sevenths,
             },
-            monthly_waste=job.monthly_waste(wasted),
+            savings=job.monthly_savings(wasted),
+            wasted_hours=job.hours_by_day(lambda h: 1 - profile.sevenths / 7),
             advice=(
                 f"Peak {peak:.1f} GiB of {gib(gpu.memory_total_mib or 0):.0f} GiB and {pct(job.sm_mean)} SM; "
                 f"a {profile.name} slice fits with margin ({t.mig_fit_memory_margin:g} x peak = {need:.1f} GiB) "

@@ -33,7 +33,7 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
             rule="numa_misaligned",
             severity=INFO,
             evidence={"gpus": gpus},
-            monthly_waste=Decimal(0),
+            savings=Decimal(0),
             advice=(
                 f"For up to {pct(100 * share)} of samples the job's CPUs ran off the NUMA node of "
                 f"{len(off)} of its GPUs, which sit on {where}: bind CPUs to the GPUs' node "

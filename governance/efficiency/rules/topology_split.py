@@ -23,7 +23,7 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
             rule="topology_split",
             severity=WARNING,
             evidence={"gpus": len(job.gpus), "nodes": nodes, "largest_node_gpus": job.largest_node_gpus},
-            monthly_waste=Decimal(0),
+            savings=Decimal(0),
             advice=(
                 f"The job's {len(job.gpus)} GPUs are spread over {len(nodes)} nodes ({', '.join(nodes)}) while one "
                 f"node of the cluster holds {job.largest_node_gpus}: pack it on one node / NVLink domain "

@@ -36,7 +36,7 @@ class Command(BaseCommand):
             self.stdout.write("database already has usage; demo data not loaded (use --force)")
         else:
             self._load(gpus=gpus, days=days, interval=interval)
-            # Without beat (the embedded default) nothing evaluates on a schedule: give the demo its findings now.
+            # Give the demo its findings now rather than at the first scheduled pass, 15 minutes after serving.
             call_command("evaluate_findings", stdout=self.stdout)
         self._users()
 

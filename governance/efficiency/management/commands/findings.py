@@ -17,7 +17,8 @@ def finding_row(f: Finding) -> dict:
         "severity": f.severity,
         "state": f.state,
         "evidence": f.evidence,
-        "waste": str(f.monthly_waste),
+        "waste": str(f.waste),
+        "savings": str(f.savings),
         "currency": f.currency,
         "advice": f.advice,
     }

@@ -1,0 +1,16 @@
+from django.contrib import admin
+from django.http import HttpRequest
+
+from governance.notify.models import OutboxMessage
+
+
+@admin.register(OutboxMessage)
+class OutboxMessageAdmin(admin.ModelAdmin):
+    list_display = ("event", "destination", "status", "attempts", "next_attempt_at", "delivered_at", "created_at")
+    list_filter = ("event",)
+    search_fields = ("destination", "last_error")
+    readonly_fields = ("event", "destination", "payload", "text", "attempts", "next_attempt_at", "last_error",
+                       "delivered_at", "created_at")  # fmt: skip
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
