@@ -11,6 +11,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from governance.costs.breakdowns import cost_by as ledger_cost_by
+from governance.costs.breakdowns import jobs_month, month_has_rows
 from governance.costs.focus import focus_csv
 from governance.costs.models import Budget
 from governance.costs.selectors import (
@@ -22,7 +24,10 @@ from governance.costs.selectors import (
     team_trend,
 )
 from governance.costs.services import DEFAULT_THRESHOLDS, statement_close
+from governance.dashboard.advice import group_by_job, leading_advice
 from governance.dashboard.figures.costs import budget_gauge, cost_by, cost_trend
+from governance.dashboard.tables import Table, groups_table, jobs_table, table_csv
+from governance.efficiency.selectors import findings_visible
 from governance.lib.months import Month
 from governance.org.models import Team
 from governance.org.selectors import can_see_team, can_see_team_detail, teams_visible
@@ -62,28 +67,79 @@ def finance_month(request: HttpRequest) -> HttpResponse:
     return render(request, "costs/finance_month.html", context)
 
 
+def _team(request: HttpRequest, slug: str, *, detail: bool) -> Team:
+    team = get_object_or_404(Team, slug=slug)
+    allowed = can_see_team_detail if detail else can_see_team
+    if not allowed(user=request.user, team=team):
+        raise Http404("No such team.")
+    return team
+
+
+TEAM_TABLES = ("projects", "users", "models", "top-cost", "top-idle")
+
+
+def team_tables(team: Team, month: Month) -> dict[str, Table]:
+    """The team page's tables, each also a CSV at /costs/team/<slug>/<id>.csv?month=."""
+
+    def url(name: str) -> str:
+        return f"{reverse('costs:team-table', args=[team.slug, name])}?month={month}"
+
+    ids = [team.pk]
+    top_cost = jobs_month(month=month, team_ids=ids, order="cost")
+    top_idle = jobs_month(month=month, team_ids=ids, order="idle")
+    advice = leading_advice(job_ids={j.job_pk for j in [*top_cost, *top_idle]})
+    return {
+        "projects": groups_table("projects", "Cost by project", "Project",
+                                 ledger_cost_by(month=month, team_ids=ids, by="project"), url("projects")),
+        "users": groups_table("users", "Cost by user", "User", ledger_cost_by(month=month, team_ids=ids, by="user"),
+                              url("users")),
+        "models": groups_table("models", "Cost by GPU model", "GPU model",
+                               ledger_cost_by(month=month, team_ids=ids, by="model"), url("models")),
+        "top-cost": jobs_table("top-cost", "Top jobs by cost", top_cost, advice, url("top-cost"), team=False),
+        "top-idle": jobs_table("top-idle", "Top jobs by idle cost", top_idle, advice, url("top-idle"), team=False),
+    }  # fmt: skip
+
+
 @login_required
 def team_month(request: HttpRequest, slug: str) -> HttpResponse:
-    team = get_object_or_404(Team, slug=slug)
-    if not can_see_team(user=request.user, team=team):
-        raise Http404("No such team.")
+    team = _team(request, slug, detail=False)
     month = _month(request)
     detail = can_see_team_detail(user=request.user, team=team)
     breakdown = team_breakdown(month=month, team_id=team.pk)
     budget = Budget.objects.filter(team=team, month=month.start.date()).first()
-    context = {"team": team, "month": month, "b": breakdown, "detail": detail, "budget": budget}
+    context = {
+        "team": team, "month": month, "b": breakdown, "detail": detail, "budget": budget,
+        "previous": month.previous(), "next": month.next() if month.end <= timezone.now() else None,
+        "efficiency": breakdown.used_gpu_hours / breakdown.gpu_hours if breakdown.gpu_hours else None,
+        "budget_share": breakdown.cost / budget.amount if budget and budget.amount else None,
+    }  # fmt: skip
     if budget is not None:
         thresholds = budget.thresholds or DEFAULT_THRESHOLDS
         context["gauge"] = budget_gauge(breakdown.cost, budget.amount, budget.currency, thresholds)
     if detail:
         trend = [(str(m), cost, idle) for m, cost, idle in team_trend(month=month, team_id=team.pk)]
+        findings = findings_visible(user=request.user, team=team.slug, state="open")
         context.update(
             by_project=cost_by("project", breakdown.by_project, breakdown.currency),
             by_model=cost_by("GPU model", breakdown.by_model, breakdown.currency),
             trend=cost_trend(trend, breakdown.currency),
             lines=sorted(breakdown.lines.items()),
+            tables=list(team_tables(team, month).values()),
+            findings_count=findings.count(),
+            finding_groups=group_by_job(findings[:60]),
         )
     return render(request, "costs/team_month.html", context)
+
+
+@login_required
+def team_table_csv(request: HttpRequest, slug: str, table: str) -> StreamingHttpResponse:
+    team = _team(request, slug, detail=True)
+    if table not in TEAM_TABLES:
+        raise Http404("No such table.")
+    month = _month(request)
+    response = StreamingHttpResponse(table_csv(team_tables(team, month)[table]), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{team.slug}-{month}-{table}.csv"'
+    return response
 
 
 @login_required
