@@ -65,7 +65,9 @@ def _label(by: str, row: dict, kind: str) -> str:
     return {"unallocated": UNALLOCATED, "shared": "(share of unallocated)"}.get(kind, "(none)")
 
 
-def cost_by(*, month: Month, team_ids: Iterable[int | None] | None, by: str, user_name: str | None = None) -> list[Group]:
+def cost_by(
+    *, month: Month, team_ids: Iterable[int | None] | None, by: str, user_name: str | None = None
+) -> list[Group]:
     """The month's rows of these teams grouped by project, user or GPU model, most cost first."""
     rows = month_rows(month, team_ids)
     if user_name is not None:

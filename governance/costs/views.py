@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_POST
 
 from governance.costs.breakdowns import cost_by as ledger_cost_by
 from governance.costs.breakdowns import jobs_month, month_has_rows
@@ -32,12 +32,19 @@ from governance.lib.months import Month
 from governance.org.models import Team
 from governance.org.selectors import can_see_team, can_see_team_detail, teams_visible
 
+NOTHING_TO_CLOSE = "{month} has no ledger rows: there is nothing to close."
 
-def _month(request: HttpRequest) -> Month:
+
+def _month(request: HttpRequest, default: Month | None = None) -> Month:
+    default = default or Month.of(timezone.now())
     try:
-        return Month.parse(request.GET["month"]) if request.GET.get("month") else Month.of(timezone.now())
+        return Month.parse(request.GET["month"]) if request.GET.get("month") else default
     except ValueError:
-        return Month.of(timezone.now())
+        return default
+
+
+def last_complete_month() -> Month:
+    return Month.of(timezone.now()).previous()
 
 
 @login_required
@@ -51,19 +58,31 @@ def month_home(request: HttpRequest) -> HttpResponse:
     return redirect(f"{reverse('costs:team', args=[team.slug])}?month={_month(request)}")
 
 
-def finance_month(request: HttpRequest) -> HttpResponse:
-    month = _month(request)
+def _finance_context(month: Month) -> dict:
     charges = chargeback_by_team(month=month)
     slugs = dict(Team.objects.values_list("pk", "slug"))
-    context = {
+    closed = month_closed(month)
+    ended = month.end <= timezone.now()
+    has_rows = month_has_rows(month)
+    return {
         "month": month,
         "rows": [(c, slugs.get(c.team_id)) for c in charges],
         "total": sum((c.cost for c in charges), ZERO),
-        "currency": charges[0].currency if charges else "",
-        "closed": month_closed(month),
-        "ended": month.end <= timezone.now(),
-        "reconciliation": reconcile(month=month),
+        "gpu_hours": sum((c.gpu_hours for c in charges), ZERO),
+        "currency": charges[0].currency if charges else settings.GOVERNANCE_DEFAULT_CURRENCY,
+        "closed": closed,
+        "ended": ended,
+        "has_rows": has_rows,
+        "closable": ended and has_rows and closed is None,
+        "previous": month.previous(),
+        "next": month.next() if month.next().start <= timezone.now() else None,
     }
+
+
+def finance_month(request: HttpRequest) -> HttpResponse:
+    """Opens on the last complete month: the one finance reconciles and closes."""
+    month = _month(request, default=last_complete_month())
+    context = {**_finance_context(month), "reconciliation": reconcile(month=month)}
     return render(request, "costs/finance_month.html", context)
 
 
@@ -154,15 +173,24 @@ def team_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
 
 
 @login_required
-@require_POST
 def close_month(request: HttpRequest, month: str) -> HttpResponse:
+    """GET: what closing will freeze (each team's total, the month's total, the reconciliation); POST: close."""
     if not request.user.sees_all_costs:
         raise PermissionDenied("Only finance closes a month.")
     try:
         parsed = Month.parse(month)
-        statement_close(month=parsed, user=request.user)
     except ValueError:
         raise Http404("No such month.") from None
+    if request.method == "GET":
+        context = {**_finance_context(parsed), "reconciliation": reconcile(month=parsed)}
+        return render(request, "costs/close_confirm.html", context)
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["GET", "POST"])
+    if not month_has_rows(parsed):
+        messages.error(request, NOTHING_TO_CLOSE.format(month=parsed))
+        return redirect(f"{reverse('costs:month')}?month={month}")
+    try:
+        statement_close(month=parsed, user=request.user)
     except ValidationError as exc:
         messages.error(request, "; ".join(exc.messages))
     else:
