@@ -32,8 +32,12 @@ EVIDENCE = {
     "threshold": ("Threshold", "% SM"),
     "gpu_hours": ("GPU-hours", "h"),
     "idle_gpu_hours": ("Idle GPU-hours", "h"),
-    "idle_cost": ("Idle cost", ""),
-    "rate_per_gpu_hour": ("Rate", "per GPU-hour"),
+    "idle_cost": ("Idle cost", "{currency}"),
+    "rate_per_gpu_hour": ("Rate", "{currency} per GPU-hour"),
+    "gpus": ("Idle GPUs", ""),
+    "since": ("idle since", ""),
+    "idle_hours": ("idle", "h"),
+    "sm_mean_overall": ("mean SM", "%"),
     "gpus_held": ("GPUs held", ""),
     "gpus_idle": ("GPUs idle", ""),
     "idle_gpus": ("Idle GPUs", ""),
@@ -57,9 +61,15 @@ def title(rule: str) -> str:
 
 def _value(value: object) -> str:
     if isinstance(value, list):
-        return ", ".join(_value(v) for v in value)
+        return "; ".join(_value(v) for v in value)
     if isinstance(value, dict):
-        return "; ".join(f"{EVIDENCE.get(k, (k.replace('_', ' '), ''))[0]} {_value(v)}" for k, v in value.items())
+        parts = []
+        for k, v in value.items():
+            label, unit = EVIDENCE.get(k, (k.replace("_", " "), ""))
+            parts.append(_value(v) if k == "gpu" else f"{label} {_value(v)}{unit if unit in ('%', 'h') else ''}")
+        return ", ".join(parts)
+    if isinstance(value, str) and len(value) == 25 and value[10] == "T":
+        return f"{value[:10]} {value[11:16]} UTC"  # an ISO time the rule wrote
     if isinstance(value, bool) or value is None:
         return "n/a" if value is None else ("yes" if value else "no")
     if isinstance(value, float):
@@ -67,12 +77,12 @@ def _value(value: object) -> str:
     return str(value)
 
 
-def evidence_rows(evidence: dict) -> list[tuple[str, str, str]]:
+def evidence_rows(evidence: dict, currency: str = "") -> list[tuple[str, str, str]]:
     """(label, value, unit) per piece of evidence, in the order the rule wrote them."""
     rows = []
     for key, value in (evidence or {}).items():
         label, unit = EVIDENCE.get(key, (key.replace("_", " ").capitalize(), ""))
-        rows.append((label, _value(value), unit))
+        rows.append((label, _value(value), unit.format(currency=currency)))
     return rows
 
 

@@ -10,6 +10,8 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from governance.costs.breakdowns import job_charges
+from governance.dashboard.advice import findings_ordered
 from governance.dashboard.figures.cluster import ClusterHour, cluster_utilisation
 from governance.dashboard.figures.jobs import GpuHourPoint, job_timeline
 from governance.efficiency import selectors
@@ -38,13 +40,18 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         )
         for row in selectors.job_gpu_timeline(job=job)
     ]
-    findings = selectors.findings_visible(user=request.user, job=str(job.pk))
+    findings = findings_ordered(selectors.findings_visible(user=request.user, job=str(job.pk)))
+    charges = job_charges(job_id=job.pk)
+    peaks = [p.mem_gib for p in points if p.mem_gib is not None]
     context = {
         "job": job,
         "figure": job_timeline(points),
         "has_data": bool(points),
         "findings": findings,
-        "cost": selectors.job_cost_so_far(job=job),
+        "charges": charges,
+        "sm_mean": charges.used_gpu_hours / charges.gpu_hours if charges and charges.gpu_hours else None,
+        "mem_peak_gib": max(peaks) if peaks else None,
+        "running": job.end_time is None,
     }
     return render(request, "efficiency/job.html", context)
 

@@ -44,7 +44,7 @@ def finding_title(rule: str) -> str:
 
 
 @register.filter
-def evidence(evidence: dict) -> list[tuple[str, str, str]]:
+def evidence(evidence: dict, currency: str = "") -> list[tuple[str, str, str]]:
     from governance.dashboard.advice import evidence_rows
 
-    return evidence_rows(evidence)
+    return evidence_rows(evidence, currency)
