@@ -50,10 +50,54 @@ class JobCost:
     cost: Decimal
     idle_cost: Decimal
     currency: str
+    idle_gpu_hours: Decimal = ZERO
 
     @property
     def idle_share(self) -> Decimal | None:
         return self.idle_cost / self.cost if self.cost else None
+
+
+@dataclass(frozen=True)
+class TeamTotal:
+    """A team's month (or the unattributed jobs', or the unallocated line's), on one cluster or all."""
+
+    month: Month
+    team_id: int | None
+    team: str
+    gpu_hours: Decimal
+    cost: Decimal
+    idle_cost: Decimal
+    currency: str
+
+    @property
+    def unallocated(self) -> bool:
+        return self.team == UNALLOCATED
+
+
+def team_totals(
+    *, month: Month, team_ids: Iterable[int | None] | None = None, cluster_name: str | None = None
+) -> list[TeamTotal]:
+    """Per team the month's cost and idle cost (corrections and shares included), as the statement adds them;
+    the unallocated line (where team_ids allows None) is its own row. One query."""
+    rows = month_rows(month, team_ids)
+    if cluster_name:
+        rows = rows.filter(cluster_name=cluster_name)
+    totals = (
+        rows.values("team_id", "kind")
+        .annotate(name=Max("team_name"), h=Sum("gpu_hours"), c=Sum("cost"), i=Sum("idle_cost"), cur=Max("currency"))
+        .order_by()
+    )
+    merged: dict[tuple[int | None, str], list] = {}
+    for r in totals:
+        name = r["name"] or UNATTRIBUTED
+        if r["team_id"] is None:
+            name = UNALLOCATED if r["kind"] == "unallocated" else UNATTRIBUTED
+        entry = merged.setdefault((r["team_id"], name), [ZERO, ZERO, ZERO, r["cur"]])
+        entry[0] += r["h"] or ZERO
+        entry[1] += r["c"] or ZERO
+        entry[2] += r["i"] or ZERO
+    out = [TeamTotal(month, tid, name, h, c, i, cur) for (tid, name), (h, c, i, cur) in merged.items()]
+    return sorted(out, key=lambda t: (t.unallocated, t.team))
 
 
 def _label(by: str, row: dict, kind: str) -> str:
@@ -93,6 +137,7 @@ def jobs_month(
     team_ids: Iterable[int | None] | None = None,
     user_name: str | None = None,
     job_ids: Iterable[int] | None = None,
+    cluster_name: str | None = None,
     order: str = "cost",
     limit: int | None = TOP_JOBS,
 ) -> list[JobCost]:
@@ -102,12 +147,14 @@ def jobs_month(
         rows = rows.filter(user_name=user_name)
     if job_ids is not None:
         rows = rows.filter(job_id__in=list(job_ids))
+    if cluster_name:
+        rows = rows.filter(cluster_name=cluster_name)
     ranked = (
         rows.values("job_id")
         .annotate(
             h=Sum("gpu_hours"), u=Sum("used_gpu_hours"), c=Sum("cost"), i=Sum("idle_cost"), ref=Max("job_ref"),
             cluster=Max("cluster_name"), team=Max("team_name"), project=Max("project_name"), user=Max("user_name"),
-            currency=Max("currency"),
+            currency=Max("currency"), ih=Sum("idle_gpu_hours"),
         )
         .order_by("-i" if order == "idle" else "-c", "job_id")
     )  # fmt: skip
@@ -118,7 +165,7 @@ def jobs_month(
     return [
         JobCost(job_pk=r["job_id"], job_ref=r["ref"], cluster=r["cluster"], team=r["team"] or UNATTRIBUTED,
                 project=r["project"] or "", user=r["user"], gpu_hours=r["h"] or ZERO, used_gpu_hours=r["u"] or ZERO,
-                cost=r["c"] or ZERO, idle_cost=r["i"] or ZERO, currency=r["currency"])
+                cost=r["c"] or ZERO, idle_cost=r["i"] or ZERO, currency=r["currency"], idle_gpu_hours=r["ih"] or ZERO)
         for r in ranked
     ]  # fmt: skip
 
@@ -131,13 +178,13 @@ def job_charges(*, job_id: int) -> JobCost | None:
     r = rows.aggregate(
         h=Sum("gpu_hours"), u=Sum("used_gpu_hours"), c=Sum("cost"), i=Sum("idle_cost"), ref=Max("job_ref"),
         cluster=Max("cluster_name"), team=Max("team_name"), project=Max("project_name"), user=Max("user_name"),
-        currency=Max("currency"),
+        currency=Max("currency"), ih=Sum("idle_gpu_hours"),
     )  # fmt: skip
     if r["c"] is None:
         return None
     return JobCost(job_pk=job_id, job_ref=r["ref"], cluster=r["cluster"], team=r["team"] or UNATTRIBUTED,
                    project=r["project"] or "", user=r["user"], gpu_hours=r["h"], used_gpu_hours=r["u"], cost=r["c"],
-                   idle_cost=r["i"], currency=r["currency"])  # fmt: skip
+                   idle_cost=r["i"], currency=r["currency"], idle_gpu_hours=r["ih"])  # fmt: skip
 
 
 def month_has_rows(month: Month) -> bool:
