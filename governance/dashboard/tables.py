@@ -15,6 +15,8 @@ from governance.dashboard.advice import Advice
 from governance.lib import format as fmt
 from governance.lib.text import csv_safe
 
+NO_ADVICE = "no open finding"
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -55,8 +57,8 @@ def jobs_table(id: str, title: str, jobs: list[JobCost], advice: dict[int, Advic
             Cell(f"{j.cluster}/{j.job_ref}", href), *([Cell(j.team)] if team else []), Cell(j.user), Cell(j.project),
             Cell(fmt.hours(j.gpu_hours), number=True), Cell(fmt.money(j.cost, j.currency), number=True),
             Cell(fmt.money(j.idle_cost, j.currency), number=True), Cell(fmt.pct(j.idle_share), number=True),
-            Cell(f"{a.title}: {a.advice}" if a else "-", f"{href}#finding-{a.finding_pk}" if a else ""),
-            Cell(fmt.money(a.saving, a.currency) if a else "-", number=True),
+            Cell(f"{a.title}: {a.advice}" if a else NO_ADVICE, f"{href}#finding-{a.finding_pk}" if a else ""),
+            Cell(fmt.money(a.saving, a.currency) if a else fmt.UNKNOWN, number=True),
         ])  # fmt: skip
     return table
 
