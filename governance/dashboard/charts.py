@@ -152,10 +152,12 @@ def _money_scope(user: User, team: Team | None) -> tuple[list[int | None] | None
     return ids, {"team_ids": ids, "user_name": user.username}
 
 
-def heatmap_chart(f: Filters, cluster: Cluster) -> Chart:
+def heatmap_chart(f: Filters, cluster: Cluster, user: User) -> Chart:
     grid = selectors.gpu_grid(cluster_id=cluster.pk, start=f.start, end=f.end)
+    holders = selectors.gpu_holders(user=user, cluster_id=cluster.pk, start=f.start, end=f.end)
+    labels = [f"{row} · {holders[row]}" if row in holders else row for row in grid.rows]
     columns, values = grid_mean_buckets(grid.columns, grid.values, MAX_HEATMAP_CELLS)
     # Plotly centres a cell on its x: label each bucket by its middle so it spans the hours it covers.
     half = (columns[1] - columns[0]) / 2 if len(columns) > 1 else grid.step / 2
-    figure = gpu_heatmap(grid.rows, [(c + half).strftime(X_FORMAT) for c in columns], values)
+    figure = gpu_heatmap(labels, [(c + half).strftime(X_FORMAT) for c in columns], values)
     return Chart("heatmap", figure, f"No GPU of {cluster} reported in this range. Pick another range.", wide=True)

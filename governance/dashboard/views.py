@@ -15,7 +15,7 @@ from django.utils import timezone
 from governance.costs.csv import team_month_csv
 from governance.dashboard import selectors
 from governance.dashboard.charts import heatmap_chart, overview_charts
-from governance.dashboard.filters import filters_parse
+from governance.dashboard.filters import RELATIVE_RANGES, filters_parse
 from governance.dashboard.me import my_month
 from governance.dashboard.tables import jobs_table
 from governance.lib.months import Month
@@ -25,6 +25,7 @@ from governance.org.selectors import job_visibility_filter, teams_led
 from governance.usage.models import Job
 
 SEARCH_LIMIT = 50
+REFRESH_S = 300
 
 
 @login_required
@@ -38,8 +39,9 @@ def overview(request: HttpRequest) -> HttpResponse:
 def heatmap(request: HttpRequest) -> HttpResponse:
     f = filters_parse(query=request.GET, user=request.user)
     cluster = f.cluster or (f.clusters.first() if f.clusters is not None else None)
-    charts = [heatmap_chart(f, cluster)] if cluster is not None else []
-    return render(request, "dashboard/heatmap.html", {"f": f, "cluster": cluster, "charts": charts})
+    charts = [heatmap_chart(f, cluster, request.user)] if cluster is not None else []
+    context = {"f": f, "cluster": cluster, "charts": charts, "ranges": RELATIVE_RANGES, "refresh": REFRESH_S}
+    return render(request, "dashboard/heatmap.html", context)
 
 
 @login_required
