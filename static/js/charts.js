@@ -65,7 +65,7 @@
 
   // On a phone the toolbar would sit on the title: no toolbar there; elsewhere it shows on hover, and the
   // title sits at the left, away from it.
-  const narrow = window.matchMedia("(max-width: 700px)").matches;
+  const narrow = Boolean(window.matchMedia && window.matchMedia("(max-width: 700px)").matches);
   document.querySelectorAll("[data-figure]").forEach((el) => {
     const figure = JSON.parse(document.getElementById(el.dataset.figure).textContent);
     const config = {
@@ -88,7 +88,7 @@
   });
 
   // Auto-refresh (cluster page): a static timer, so the Content-Security-Policy needs no inline script.
-  const refresh = document.querySelector("[data-refresh-seconds]");
+  const refresh = document.querySelectorAll("[data-refresh-seconds]")[0];
   if (refresh) {
     const seconds = Math.max(30, parseInt(refresh.dataset.refreshSeconds, 10) || 0);
     setTimeout(() => window.location.reload(), seconds * 1000);
