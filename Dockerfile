@@ -6,6 +6,6 @@ COPY governance governance
 COPY collectors collectors
 RUN pip install --no-cache-dir .
 COPY . .
-RUN DEBUG=1 python manage.py collectstatic --noinput
+RUN DEBUG=1 STATIC_MANIFEST=1 python manage.py collectstatic --noinput
 EXPOSE 8000
 CMD ["gunicorn", "governance.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]

@@ -190,12 +190,17 @@ STATICFILES_FINDERS = [
 ]
 # Static files come from the finders too, so plotly.js is served without a collectstatic step.
 WHITENOISE_USE_FINDERS = True
+# Hashed names (cached for a year, immutable) and gzip/brotli copies: on by default with DEBUG off; `make run`
+# turns it on with DEBUG too, after collectstatic. Off, pages link the plain names (no collectstatic needed).
+STATIC_MANIFEST = env_bool("STATIC_MANIFEST", not DEBUG)
+WHITENOISE_MAX_AGE = 365 * 24 * 3600 if STATIC_MANIFEST else 60
+WHITENOISE_AUTOREFRESH = DEBUG and not STATIC_MANIFEST
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
-        if DEBUG
-        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        "BACKEND": "governance.lib.staticstorage.HashedStaticFilesStorage"
+        if STATIC_MANIFEST
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
 

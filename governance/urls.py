@@ -4,13 +4,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from governance.dashboard.views import LoginView
 from governance.usage.metrics import metrics_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path(
         "accounts/login/",
-        auth_views.LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),
+        LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

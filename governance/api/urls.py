@@ -11,6 +11,7 @@ from rest_framework.routers import SimpleRouter
 from governance.api import api as api_api
 from governance.costs import api as costs_api
 from governance.costs.api import ChargebackView
+from governance.dashboard import api as dashboard_api
 from governance.efficiency.api import FindingListView, FindingStateView
 from governance.fleet import api as fleet_api
 from governance.notify import api as notify_api
@@ -22,7 +23,7 @@ app_name = "v1"
 
 # Each domain's api.py lists its viewsets as ROUTES = [(prefix, viewset, basename)] and any extra
 # paths as URLS; to plug a domain in, add its module here.
-DOMAINS = [org_api, fleet_api, usage_api, costs_api, api_api, notify_api]
+DOMAINS = [org_api, fleet_api, usage_api, costs_api, api_api, notify_api, dashboard_api]
 
 router = SimpleRouter()
 for domain in DOMAINS:

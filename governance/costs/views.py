@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_POST
 
 from governance.costs.anomalies import team_anomalies
+from governance.costs.breakdowns import cost_by as ledger_cost_by
+from governance.costs.breakdowns import jobs_month, month_has_rows
 from governance.costs.focus import focus_csv
 from governance.costs.models import Budget
 from governance.costs.selectors import (
@@ -24,19 +26,29 @@ from governance.costs.selectors import (
     unattributed,
 )
 from governance.costs.services import DEFAULT_THRESHOLDS, statement_close
+from governance.dashboard.advice import group_by_job, leading_advice
 from governance.dashboard.figures.costs import budget_gauge, cost_by, cost_trend
 from governance.dashboard.footprint import footprint_panel
 from governance.dashboard.forecasts import forecast_panel
+from governance.dashboard.tables import Table, groups_table, jobs_table, table_csv
+from governance.efficiency.selectors import findings_visible
 from governance.lib.months import Month
 from governance.org.models import Team
 from governance.org.selectors import can_see_team, can_see_team_detail, teams_visible
 
+NOTHING_TO_CLOSE = "{month} has no ledger rows: there is nothing to close."
 
-def _month(request: HttpRequest) -> Month:
+
+def _month(request: HttpRequest, default: Month | None = None) -> Month:
+    default = default or Month.of(timezone.now())
     try:
-        return Month.parse(request.GET["month"]) if request.GET.get("month") else Month.of(timezone.now())
+        return Month.parse(request.GET["month"]) if request.GET.get("month") else default
     except ValueError:
-        return Month.of(timezone.now())
+        return default
+
+
+def last_complete_month() -> Month:
+    return Month.of(timezone.now()).previous()
 
 
 @login_required
@@ -50,32 +62,80 @@ def month_home(request: HttpRequest) -> HttpResponse:
     return redirect(f"{reverse('costs:team', args=[team.slug])}?month={_month(request)}")
 
 
-def finance_month(request: HttpRequest) -> HttpResponse:
-    month = _month(request)
+def _finance_context(month: Month) -> dict:
     charges = chargeback_by_team(month=month)
     slugs = dict(Team.objects.values_list("pk", "slug"))
-    context = {
+    closed = month_closed(month)
+    ended = month.end <= timezone.now()
+    has_rows = month_has_rows(month)
+    return {
         "month": month,
         "rows": [(c, slugs.get(c.team_id)) for c in charges],
         "total": sum((c.cost for c in charges), ZERO),
-        "currency": charges[0].currency if charges else "",
-        "closed": month_closed(month),
-        "ended": month.end <= timezone.now(),
-        "reconciliation": reconcile(month=month),
+        "gpu_hours": sum((c.gpu_hours for c in charges), ZERO),
+        "currency": charges[0].currency if charges else settings.GOVERNANCE_DEFAULT_CURRENCY,
+        "closed": closed,
+        "ended": ended,
+        "has_rows": has_rows,
+        "closable": ended and has_rows and closed is None,
+        "previous": month.previous(),
+        "next": month.next() if month.next().start <= timezone.now() else None,
     }
+
+
+def finance_month(request: HttpRequest) -> HttpResponse:
+    """Opens on the last complete month: the one finance reconciles and closes."""
+    month = _month(request, default=last_complete_month())
+    context = {**_finance_context(month), "reconciliation": reconcile(month=month)}
     return render(request, "costs/finance_month.html", context)
+
+
+def _team(request: HttpRequest, slug: str, *, detail: bool) -> Team:
+    team = get_object_or_404(Team, slug=slug)
+    allowed = can_see_team_detail if detail else can_see_team
+    if not allowed(user=request.user, team=team):
+        raise Http404("No such team.")
+    return team
+
+
+TEAM_TABLES = ("projects", "users", "models", "top-cost", "top-idle")
+
+
+def team_tables(team: Team, month: Month) -> dict[str, Table]:
+    """The team page's tables, each also a CSV at /costs/team/<slug>/<id>.csv?month=."""
+
+    def url(name: str) -> str:
+        return f"{reverse('costs:team-table', args=[team.slug, name])}?month={month}"
+
+    ids = [team.pk]
+    top_cost = jobs_month(month=month, team_ids=ids, order="cost")
+    top_idle = jobs_month(month=month, team_ids=ids, order="idle")
+    advice = leading_advice(job_ids={j.job_pk for j in [*top_cost, *top_idle]})
+    return {
+        "projects": groups_table("projects", "Cost by project", "Project",
+                                 ledger_cost_by(month=month, team_ids=ids, by="project"), url("projects")),
+        "users": groups_table("users", "Cost by user", "User", ledger_cost_by(month=month, team_ids=ids, by="user"),
+                              url("users")),
+        "models": groups_table("models", "Cost by GPU model", "GPU model",
+                               ledger_cost_by(month=month, team_ids=ids, by="model"), url("models")),
+        "top-cost": jobs_table("top-cost", "Top jobs by cost", top_cost, advice, url("top-cost"), team=False),
+        "top-idle": jobs_table("top-idle", "Top jobs by idle cost", top_idle, advice, url("top-idle"), team=False),
+    }  # fmt: skip
 
 
 @login_required
 def team_month(request: HttpRequest, slug: str) -> HttpResponse:
-    team = get_object_or_404(Team, slug=slug)
-    if not can_see_team(user=request.user, team=team):
-        raise Http404("No such team.")
+    team = _team(request, slug, detail=False)
     month = _month(request)
     detail = can_see_team_detail(user=request.user, team=team)
     breakdown = team_breakdown(month=month, team_id=team.pk)
     budget = Budget.objects.filter(team=team, month=month.start.date()).first()
-    context = {"team": team, "month": month, "b": breakdown, "detail": detail, "budget": budget}
+    context = {
+        "team": team, "month": month, "b": breakdown, "detail": detail, "budget": budget,
+        "previous": month.previous(), "next": month.next() if month.end <= timezone.now() else None,
+        "efficiency": breakdown.used_gpu_hours / breakdown.gpu_hours if breakdown.gpu_hours else None,
+        "budget_share": breakdown.cost / budget.amount if budget and budget.amount else None,
+    }  # fmt: skip
     context["footprint"] = footprint_panel(month=month, team_ids=[team.pk])
     context["anomalies"] = team_anomalies(team_id=team.pk, first=month.start.date(), last=month.end.date())
     context["forecast"] = forecast_panel(
@@ -91,13 +151,28 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
         context["gauge"] = budget_gauge(breakdown.cost, budget.amount, budget.currency, thresholds)
     if detail:
         trend = [(str(m), cost, idle) for m, cost, idle in team_trend(month=month, team_id=team.pk)]
+        findings = findings_visible(user=request.user, team=team.slug, state="open")
         context.update(
             by_project=cost_by("project", breakdown.by_project, breakdown.currency),
             by_model=cost_by("GPU model", breakdown.by_model, breakdown.currency),
             trend=cost_trend(trend, breakdown.currency),
             lines=sorted(breakdown.lines.items()),
+            tables=list(team_tables(team, month).values()),
+            findings_count=findings.count(),
+            finding_groups=group_by_job(findings[:60]),
         )
     return render(request, "costs/team_month.html", context)
+
+
+@login_required
+def team_table_csv(request: HttpRequest, slug: str, table: str) -> StreamingHttpResponse:
+    team = _team(request, slug, detail=True)
+    if table not in TEAM_TABLES:
+        raise Http404("No such table.")
+    month = _month(request)
+    response = StreamingHttpResponse(table_csv(team_tables(team, month)[table]), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{team.slug}-{month}-{table}.csv"'
+    return response
 
 
 @login_required
@@ -112,15 +187,24 @@ def team_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
 
 
 @login_required
-@require_POST
 def close_month(request: HttpRequest, month: str) -> HttpResponse:
+    """GET: what closing will freeze (each team's total, the month's total, the reconciliation); POST: close."""
     if not request.user.sees_all_costs:
         raise PermissionDenied("Only finance closes a month.")
     try:
         parsed = Month.parse(month)
-        statement_close(month=parsed, user=request.user)
     except ValueError:
         raise Http404("No such month.") from None
+    if request.method == "GET":
+        context = {**_finance_context(parsed), "reconciliation": reconcile(month=parsed)}
+        return render(request, "costs/close_confirm.html", context)
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["GET", "POST"])
+    if not month_has_rows(parsed):
+        messages.error(request, NOTHING_TO_CLOSE.format(month=parsed))
+        return redirect(f"{reverse('costs:month')}?month={month}")
+    try:
+        statement_close(month=parsed, user=request.user)
     except ValidationError as exc:
         messages.error(request, "; ".join(exc.messages))
     else:

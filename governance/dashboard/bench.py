@@ -1,4 +1,5 @@
-"""Benchmark: the overview for a month of a 256-GPU cluster, built through the real write path, then rolled back."""
+"""Benchmarks: the overview for a month of a 256-GPU cluster, built through the real write path, then rolled back;
+and the overview and a team's month page at 256 and 2,560 GPUs, priced into the ledger (goal: flat, under 300 ms)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,19 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.db import connection, transaction
+from django.db.models import Sum
 from django.test import RequestFactory
 
 from collectors.records import Batch
 from collectors.simulate import GPU_MODEL, SimulatedCluster
-from governance.costs.models import RateCard
+from governance.costs.models import Charge, RateCard
+from governance.costs.reprice import charges_reprice
+from governance.costs.views import team_month
 from governance.dashboard import views
 from governance.dashboard.charts import overview_charts
 from governance.dashboard.filters import filters_parse
 from governance.lib.months import Month
-from governance.org.models import User
+from governance.org.models import Team, User
 from governance.usage.services import usage_records_write
 
 GPUS = 256
@@ -33,24 +37,94 @@ CHUNK = 50_000
 REPEATS = 3
 
 
-def _load() -> int:
-    RateCard.objects.create(
-        gpu_model=GPU_MODEL, price_per_gpu_hour=Decimal("2.50"), currency="USD", valid_from=MONTH.previous().start
-    )
-    sim = SimulatedCluster(cluster=CLUSTER, gpus=GPUS, start=MONTH.start, end=MONTH.end)
+def _load(gpus: int = GPUS, cluster: str = CLUSTER, create_projects: bool = False) -> int:
+    RateCard.objects.get_or_create(
+        gpu_model=GPU_MODEL, cluster=None, valid_from=MONTH.previous().start,
+        defaults={"price_per_gpu_hour": Decimal("2.50"), "currency": "USD"},
+    )  # fmt: skip
+    sim = SimulatedCluster(cluster=cluster, gpus=gpus, start=MONTH.start, end=MONTH.end)
     chunk: list = []
     written = 0
+
+    def write(records: list) -> int:
+        batch = Batch(batch_id=uuid.uuid4(), collector="bench", records=records)
+        return usage_records_write(batch=batch, create_projects=create_projects).samples
+
     for record in sim.history(timedelta(seconds=INTERVAL_S)):
         chunk.append(record)
         if len(chunk) >= CHUNK:
-            written += usage_records_write(batch=Batch(batch_id=uuid.uuid4(), collector="bench", records=chunk)).samples
+            written += write(chunk)
             chunk = []
     if chunk:
-        written += usage_records_write(batch=Batch(batch_id=uuid.uuid4(), collector="bench", records=chunk)).samples
+        written += write(chunk)
     return written
 
 
+def _median_ms(view: Callable, request, *args) -> float:
+    timings = []
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        response = view(request, *args)
+        timings.append((time.perf_counter() - started) * 1000)
+    assert response.status_code == 200
+    return round(statistics.median(timings), 1)
+
+
+def _analyze() -> None:
+    if connection.vendor == "postgresql":
+        # A live database has planner statistics (autovacuum); rows written in this open transaction do not.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "ANALYZE usage_job, usage_jobgpuhour, usage_gpuhour, fleet_gpu, fleet_node, costs_charge,"
+                " efficiency_finding"
+            )
+
+
+def _pages_at(gpus: int, out: Callable[[str, object], None]) -> tuple[float, float]:
+    """The overview and the largest team's month for a month of `gpus` GPUs, priced; rolled back after."""
+    with transaction.atomic():
+        started = time.perf_counter()
+        _load(gpus, f"bench-pages-{gpus}", create_projects=True)
+        out(f"pages_bench_load_{gpus}_s", round(time.perf_counter() - started, 1))
+        started = time.perf_counter()
+        charges_reprice(budget_s=None)
+        out(f"pages_bench_price_{gpus}_s", round(time.perf_counter() - started, 1))
+        _analyze()
+        user = User.objects.create(username=f"bench-{uuid.uuid4().hex[:8]}", role=User.Role.ADMIN)
+        team_id = (
+            Charge.objects.filter(month=MONTH.start.date(), team__isnull=False)
+            .values("team_id").annotate(c=Sum("cost")).order_by("-c").values_list("team_id", flat=True).first()
+        )  # fmt: skip
+        slug = Team.objects.get(pk=team_id).slug
+        request = RequestFactory().get("/", {"month": str(MONTH)})
+        request.user = user
+        overview_ms = _median_ms(views.overview, request)
+        team_ms = _median_ms(team_month, request, slug)
+        transaction.set_rollback(True)
+    return overview_ms, team_ms
+
+
+def _flat(small: float, large: float) -> float:
+    return round(large / small, 2) if small else 0.0
+
+
+def run_pages(out: Callable[[str, object], None]) -> None:
+    small = _pages_at(256, out)
+    out("overview_ms_256", small[0])
+    out("team_month_ms_256", small[1])
+    large = _pages_at(2560, out)
+    out("overview_ms_2560", large[0])
+    out("overview_flat", _flat(small[0], large[0]))
+    out("team_month_ms_2560", large[1])
+    out("team_month_flat", _flat(small[1], large[1]))
+
+
 def run(out: Callable[[str, object], None]) -> None:
+    run_overview(out)
+    run_pages(out)
+
+
+def run_overview(out: Callable[[str, object], None]) -> None:
     with transaction.atomic():
         started = time.perf_counter()
         samples = _load()

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
+from governance.costs.breakdowns import jobs_month, team_totals
 from governance.dashboard import selectors
 from governance.dashboard.figures.costs import CostPoint, cost_per_team_per_month
 from governance.dashboard.figures.heatmap import gpu_heatmap
@@ -23,7 +24,8 @@ from governance.dashboard.figures.overview import (
 from governance.dashboard.filters import Filters
 from governance.fleet.models import Cluster
 from governance.lib.downsample import grid_mean_buckets, ratio_buckets
-from governance.org.models import User
+from governance.org.models import Team, User
+from governance.org.selectors import teams_led, teams_visible
 
 MAX_POINTS = 2000
 MAX_HEATMAP_CELLS = 60_000
@@ -71,25 +73,23 @@ def overview_charts(f: Filters, user: User) -> tuple[list[Chart], dict]:
     used = sum(h.used_gpu_hours for h in hours)
     capacity = sum(h.capacity_gpu_hours for h in hours)
 
-    charges = selectors.team_charges(user=user, months=f.months, team=f.team)
-    currency = charges[0].currency if charges else settings.GOVERNANCE_DEFAULT_CURRENCY
-    month_cost = {c.team: c.cost for c in charges if c.month == f.month}
-    idle = {
-        t.team: t
-        for t in selectors.team_idle(
-            user=user, start=f.month.start, end=f.month.end, cluster_id=f.cluster_id, team=f.team
-        )
-    }
-    idle_rows = [
-        IdleRow(team, cost, idle[team].idle_gpu_hours / idle[team].observed_gpu_hours if team in idle else 0.0)
-        for team, cost in sorted(month_cost.items())
-    ]
-    total = sum(month_cost.values(), Decimal(0))
-    idle_total = sum((r.cost * Decimal(str(r.idle_share)) for r in idle_rows), Decimal(0))
+    # Money from the ledger (the statement's rows), so every total here is the statement's for the same filters.
+    team_ids, job_scope = _money_scope(user, f.team)
+    cluster = f.cluster.name if f.cluster else None
+    charges = [t for m in f.months for t in team_totals(month=m, team_ids=team_ids, cluster_name=cluster)]
+    month = [t for t in charges if t.month == f.month]
+    currency = next((t.currency for t in charges if t.currency), settings.GOVERNANCE_DEFAULT_CURRENCY)
+    teams_month = [t for t in month if not t.unallocated]
+    idle_rows = [IdleRow(t.team, t.cost, float(t.idle_cost / t.cost) if t.cost else 0.0) for t in teams_month]
+    total = sum((t.cost for t in month), Decimal(0))
+    unallocated = sum((t.cost for t in month if t.unallocated), Decimal(0))
+    idle_total = sum((t.idle_cost for t in month), Decimal(0))
 
     waits = selectors.queue_waits(user=user, start=f.start, end=f.end, cluster_id=f.cluster_id, team=f.team)
-    waste = selectors.jobs_top_waste(user=user, start=f.start, end=f.end, cluster_id=f.cluster_id, team=f.team)
-
+    waste = jobs_month(month=f.month, cluster_name=cluster, order="idle", **job_scope)
+    waste_rows = [
+        WasteRow(f"{w.cluster}/{w.job_ref}", w.team, w.user, float(w.idle_gpu_hours), w.idle_cost) for w in waste
+    ]
     charts = [
         Chart(
             "utilisation",
@@ -100,7 +100,9 @@ def overview_charts(f: Filters, user: User) -> tuple[list[Chart], dict]:
         ),
         Chart(
             "cost-per-team",
-            cost_per_team_per_month([CostPoint(str(c.month), c.team, c.cost) for c in charges], currency),
+            cost_per_team_per_month(
+                [CostPoint(str(c.month), c.team, c.cost) for c in charges if not c.unallocated], currency
+            ),
             "No cost in the six months up to this one. Check that rate cards exist for your GPU models.",
         ),
         Chart(
@@ -115,10 +117,8 @@ def overview_charts(f: Filters, user: User) -> tuple[list[Chart], dict]:
         ),
         Chart(
             "top-waste",
-            top_jobs_by_waste(
-                [WasteRow(w.job, w.team, w.user, w.idle_gpu_hours, w.idle_cost) for w in waste], currency
-            ),
-            "No job you may see held an idle GPU in this range. Nothing to fix here.",
+            top_jobs_by_waste(waste_rows, currency),
+            f"No job you may see held an idle GPU in {f.month}. Nothing to fix here.",
             wide=True,
         ),
     ]
@@ -126,6 +126,7 @@ def overview_charts(f: Filters, user: User) -> tuple[list[Chart], dict]:
         "utilisation": used / capacity if capacity else None,
         "industry": INDUSTRY_UTILISATION / 100,
         "cost": total,
+        "unallocated": unallocated,
         "idle_cost": idle_total,
         "idle_share": float(idle_total / total) if total else None,
         "currency": currency,
@@ -134,10 +135,29 @@ def overview_charts(f: Filters, user: User) -> tuple[list[Chart], dict]:
     return charts, headline
 
 
-def heatmap_chart(f: Filters, cluster: Cluster) -> Chart:
+def _money_scope(user: User, team: Team | None) -> tuple[list[int | None] | None, dict]:
+    """(team ids whose totals the user may see, the jobs' scope for job lists) for the overview's money.
+
+    Finance and admins with no team chosen: every row, the unallocated line included. Leads: their teams' jobs;
+    engineers: their teams' totals and their own jobs."""
+    if user.sees_all_costs and team is None:
+        return None, {"team_ids": None}
+    visible = teams_visible(user=user)
+    if team is not None:
+        visible = visible.filter(pk=team.pk)
+    ids: list[int | None] = list(visible.values_list("pk", flat=True))
+    led = teams_led(user=user).filter(pk__in=ids)
+    if user.sees_all_costs or led.exists():
+        return ids, {"team_ids": list(led.values_list("pk", flat=True))}
+    return ids, {"team_ids": ids, "user_name": user.username}
+
+
+def heatmap_chart(f: Filters, cluster: Cluster, user: User) -> Chart:
     grid = selectors.gpu_grid(cluster_id=cluster.pk, start=f.start, end=f.end)
+    holders = selectors.gpu_holders(user=user, cluster_id=cluster.pk, start=f.start, end=f.end)
+    labels = [f"{row} · {holders[row]}" if row in holders else row for row in grid.rows]
     columns, values = grid_mean_buckets(grid.columns, grid.values, MAX_HEATMAP_CELLS)
     # Plotly centres a cell on its x: label each bucket by its middle so it spans the hours it covers.
     half = (columns[1] - columns[0]) / 2 if len(columns) > 1 else grid.step / 2
-    figure = gpu_heatmap(grid.rows, [(c + half).strftime(X_FORMAT) for c in columns], values)
+    figure = gpu_heatmap(labels, [(c + half).strftime(X_FORMAT) for c in columns], values)
     return Chart("heatmap", figure, f"No GPU of {cluster} reported in this range. Pick another range.", wide=True)

@@ -17,6 +17,9 @@ from governance.org.models import Team, User
 from governance.org.selectors import teams_visible
 
 MONTHS_SHOWN = 6
+# ?range=: the last N hours up to now, for a wall screen that refreshes.
+RELATIVE_RANGES = {"24h": ("last 24 h", timedelta(hours=24)), "7d": ("last 7 days", timedelta(days=7)),
+                   "30d": ("last 30 days", timedelta(days=30))}  # fmt: skip
 UNKNOWN_CLUSTER = "cluster {value!r} does not exist; showing every cluster"
 UNKNOWN_TEAM = "team {value!r} is not one you may see; showing every team you may see"
 BAD_MONTH = "month {value!r} is not of the form YYYY-MM; showing the current month"
@@ -38,6 +41,7 @@ class Filters:
     teams: QuerySet[Team] | None = None
     clusters: QuerySet[Cluster] | None = None
     custom_range: bool = False
+    relative: str = ""
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -57,6 +61,8 @@ class Filters:
 
     @property
     def period(self) -> str:
+        if self.relative:
+            return f"{RELATIVE_RANGES[self.relative][0]} to {self.end:%Y-%m-%d %H:%M} UTC"
         if not self.custom_range:
             return str(self.month)
         return f"{self.start:%Y-%m-%d} to {self.end_inclusive:%Y-%m-%d}"
@@ -68,7 +74,9 @@ class Filters:
             params["cluster"] = self.cluster.name
         if self.team:
             params["team"] = self.team.slug
-        if self.custom_range:
+        if self.relative:
+            params["range"] = self.relative
+        elif self.custom_range:
             params["start"] = f"{self.start:%Y-%m-%d}"
             params["end"] = f"{self.end_inclusive:%Y-%m-%d}"
         params.update(changes)
@@ -121,10 +129,17 @@ def filters_parse(*, query: Mapping[str, str], user: User, now: datetime | None 
     if end <= start:
         errors.append(BAD_RANGE)
         start, end, custom = month.start, month.end, False
+    relative = query.get("range", "")
+    if relative in RELATIVE_RANGES:
+        current = now or timezone.now()
+        end = current.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        start, custom, month = end - RELATIVE_RANGES[relative][1], True, Month.of(current)
+    else:
+        relative = ""
     if end - start > timedelta(days=MAX_RANGE_DAYS):
         errors.append(RANGE_CLAMPED.format(days=MAX_RANGE_DAYS, start=start))
         end = start + timedelta(days=MAX_RANGE_DAYS)
     return Filters(
         month=month, start=start, end=end, cluster=cluster, team=team, teams=teams, clusters=clusters,
-        custom_range=custom, errors=errors,
+        custom_range=custom, relative=relative, errors=errors,
     )  # fmt: skip

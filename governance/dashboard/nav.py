@@ -23,6 +23,7 @@ class NavItem:
 
 NAV: list[NavItem] = [
     NavItem("Overview", "dashboard:overview"),
+    NavItem("My jobs", "dashboard:me"),
     NavItem("Cluster", "dashboard:heatmap"),
     NavItem("Chargeback", "costs:month"),
     NavItem("Unattributed", "costs:unattributed", lambda user: user.sees_all_costs),

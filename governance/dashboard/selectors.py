@@ -216,6 +216,34 @@ def gpu_grid(*, cluster_id: int, start: datetime, end: datetime) -> GpuGrid:
     return GpuGrid(rows=labels, columns=columns, values=[grid[label] for label in labels], step=step)
 
 
+def gpu_holders(*, user: User, cluster_id: int, start: datetime, end: datetime) -> dict[str, str]:
+    """Per GPU label (node:index), the job that held it longest in the range and its team, as "job (team)";
+    "+N" when others held it too. Only jobs the user may see are named; another's is "a job you may not see"."""
+    rows = (
+        JobGpuHour.objects.filter(job__cluster_id=cluster_id, hour__gte=start, hour__lt=end, samples__gt=0)
+        .values("gpu__node__name", "gpu__index", "job_id")
+        .annotate(hours=Count("id"))
+        .order_by()
+    )
+    held: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for r in rows:
+        held[f"{r['gpu__node__name']}:{r['gpu__index']}"].append((r["hours"], r["job_id"]))
+    ids = {job_id for jobs in held.values() for _, job_id in jobs}
+    visible = {
+        pk: (external_id, team or UNATTRIBUTED)
+        for pk, external_id, team in Job.objects.filter(job_visibility_filter(user=user), pk__in=ids).values_list(
+            "pk", "external_id", "project__team__name"
+        )
+    }
+    out = {}
+    for label, jobs in held.items():
+        jobs.sort(key=lambda hj: (-hj[0], hj[1]))
+        top = jobs[0][1]
+        name = f"job {visible[top][0]} ({visible[top][1]})" if top in visible else "a job you may not see"
+        out[label] = name + (f" +{len(jobs) - 1}" if len(jobs) > 1 else "")
+    return out
+
+
 def bucket_floor(moment: datetime, daily: bool) -> datetime:
     moment = moment.replace(minute=0, second=0, microsecond=0)
     return moment.replace(hour=0) if daily else moment

@@ -8,4 +8,6 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("chargeback.csv", views.chargeback_csv, name="chargeback-csv"),
     path("cluster/", views.heatmap, name="heatmap"),
+    path("me/", views.me, name="me"),
+    path("jobs/", views.job_search, name="job-search"),
 ]

@@ -4,19 +4,30 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from django.conf import settings
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render, resolve_url
+from django.urls import reverse
+from django.utils import timezone
 
 from governance.costs.csv import team_month_csv
 from governance.dashboard import selectors
 from governance.dashboard.charts import heatmap_chart, overview_charts
-from governance.dashboard.filters import Filters, filters_parse
+from governance.dashboard.filters import RELATIVE_RANGES, Filters, filters_parse
 from governance.dashboard.footprint import footprint_panel
 from governance.dashboard.forecasts import forecast_panel
+from governance.dashboard.me import my_month
+from governance.dashboard.tables import jobs_table
+from governance.lib.months import Month
 from governance.lib.text import csv_safe
 from governance.org.models import User
-from governance.org.selectors import teams_visible
+from governance.org.selectors import job_visibility_filter, teams_led, teams_visible
+from governance.usage.models import Job
+
+SEARCH_LIMIT = 50
+REFRESH_S = 300
 
 
 @login_required
@@ -48,8 +59,9 @@ def _overview_forecast(f: Filters, user: User) -> dict | None:
 def heatmap(request: HttpRequest) -> HttpResponse:
     f = filters_parse(query=request.GET, user=request.user)
     cluster = f.cluster or (f.clusters.first() if f.clusters is not None else None)
-    charts = [heatmap_chart(f, cluster)] if cluster is not None else []
-    return render(request, "dashboard/heatmap.html", {"f": f, "cluster": cluster, "charts": charts})
+    charts = [heatmap_chart(f, cluster, request.user)] if cluster is not None else []
+    context = {"f": f, "cluster": cluster, "charts": charts, "ranges": RELATIVE_RANGES, "refresh": REFRESH_S}
+    return render(request, "dashboard/heatmap.html", context)
 
 
 @login_required
@@ -60,3 +72,50 @@ def chargeback_csv(request: HttpRequest) -> StreamingHttpResponse:
     response = StreamingHttpResponse(team_month_csv(charges), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="chargeback-{f.months[0]}-to-{f.months[-1]}.csv"'
     return response
+
+
+def is_engineer(user: User) -> bool:
+    return not user.sees_all_costs and not teams_led(user=user).exists()
+
+
+class LoginView(auth_views.LoginView):
+    """Engineers land on their own month; everyone else on the overview (or where they were going)."""
+
+    def get_success_url(self) -> str:
+        url = super().get_success_url()
+        if url in ("", "/", resolve_url(settings.LOGIN_REDIRECT_URL)) and is_engineer(self.request.user):
+            return reverse("dashboard:me")
+        return url
+
+
+def _month(request: HttpRequest) -> Month:
+    try:
+        return Month.parse(request.GET["month"]) if request.GET.get("month") else Month.of(timezone.now())
+    except ValueError:
+        return Month.of(timezone.now())
+
+
+@login_required
+def me(request: HttpRequest) -> HttpResponse:
+    month = _month(request)
+    mine = my_month(user=request.user, month=month)
+    context = {
+        "month": month, "mine": mine, "previous": month.previous(),
+        "next": month.next() if month.end <= timezone.now() else None,
+        "table": jobs_table("my-jobs", f"My jobs in {month}, costliest first", mine.jobs, mine.advice, team=False),
+    }  # fmt: skip
+    return render(request, "dashboard/me.html", context)
+
+
+@login_required
+def job_search(request: HttpRequest) -> HttpResponse:
+    """Jobs by scheduler id (exact, then prefix), among the jobs the user may see; one match opens it."""
+    q = request.GET.get("q", "").replace("\x00", "").strip()[:200]
+    jobs = []
+    if q:
+        visible = Job.objects.filter(job_visibility_filter(user=request.user)).select_related("cluster", "project")
+        exact = list(visible.filter(external_id=q)[:SEARCH_LIMIT])
+        jobs = exact or list(visible.filter(external_id__startswith=q).order_by("-start_time")[:SEARCH_LIMIT])
+        if len(jobs) == 1:
+            return redirect("efficiency:job", jobs[0].pk)
+    return render(request, "dashboard/job_search.html", {"q": q, "jobs": jobs})

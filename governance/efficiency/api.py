@@ -57,6 +57,7 @@ class FindingFilter(filters.FilterSet):
         method="by_selector", choices=[("live", "live (open or acknowledged)"), *Finding.State.choices]
     )
     job = filters.CharFilter(method="by_selector", max_length=200, help_text="Job id, or the scheduler's job id.")
+    mine = filters.BooleanFilter(method="by_selector", help_text="Only findings on your own jobs.")
 
     def by_selector(self, queryset: QuerySet[Finding], name: str, value: str) -> QuerySet[Finding]:
         return queryset  # applied together in FindingListView.visible, by the selector the pages use
@@ -73,7 +74,9 @@ class FindingListView(VisibleQuerysetMixin, generics.ListAPIView):
     def visible(self, user: User) -> QuerySet[Finding]:
         form = FindingFilter(self.request.query_params, queryset=Finding.objects.none()).form
         chosen = form.cleaned_data if form.is_valid() else {}
-        return findings_visible(user=user, **{name: chosen.get(name) or None for name in FindingFilter.base_filters})
+        values = {name: chosen.get(name) or None for name in FindingFilter.base_filters}
+        values["mine"] = bool(values["mine"])
+        return findings_visible(user=user, **values)
 
 
 class FindingStateView(APIView):

@@ -145,8 +145,10 @@ def findings_visible(
     rule: str | None = None,
     state: str | None = None,
     job: str | None = None,
+    mine: bool = False,
 ) -> QuerySet[Finding]:
-    """Findings on the jobs the user may see, filtered; most money first. `job` is a job id or scheduler id."""
+    """Findings on the jobs the user may see, filtered; most money first. `job` is a job id or scheduler id;
+    `mine` keeps the user's own jobs (scheduler user name = username)."""
     qs = Finding.objects.filter(job_visibility_filter(user=user, prefix="job__")).select_related(
         "job__cluster", "job__project__team"
     )
@@ -158,6 +160,8 @@ def findings_visible(
         qs = qs.filter(state__in=LIVE_STATES)
     elif state:
         qs = qs.filter(state=state)
+    if mine:
+        qs = qs.filter(job__user_name=user.username)
     if job:
         # isdigit() alone accepts '²' and other digits int() refuses; ids are ASCII.
         is_id = job.isascii() and job.isdigit()

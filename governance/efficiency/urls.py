@@ -7,6 +7,7 @@ app_name = "efficiency"
 urlpatterns = [
     path("jobs/<int:pk>/", views.job_detail, name="job"),
     path("findings/", views.findings_list, name="findings"),
+    path("findings/bulk/", views.findings_bulk, name="findings-bulk"),
     path("findings/<int:pk>/state/", views.finding_state, name="finding-state"),
     path("clusters/<str:name>/", views.cluster_detail, name="cluster"),
 ]

@@ -1,8 +1,11 @@
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Max
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -10,6 +13,8 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from governance.costs.breakdowns import job_charges
+from governance.dashboard.advice import findings_ordered, group_by_job, title
 from governance.dashboard.figures.cluster import ClusterHour, cluster_utilisation
 from governance.dashboard.figures.jobs import GpuHourPoint, job_timeline
 from governance.efficiency import selectors
@@ -21,6 +26,9 @@ from governance.fleet.models import Cluster
 from governance.org.selectors import teams_led
 
 CLUSTER_DAYS = 7
+JOBS_PER_PAGE = 25
+BULK_LIMIT = 500
+STATES = ["live", *Finding.State.values]
 
 PAGE_STATES = ("acknowledged", "dismissed", "resolved", "open")
 UNKNOWN_STATE = "state: choose acknowledged, dismissed, resolved or open"
@@ -41,31 +49,86 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         )
         for row in selectors.job_gpu_timeline(job=job)
     ]
-    findings = selectors.findings_visible(user=request.user, job=str(job.pk))
+    findings = findings_ordered(selectors.findings_visible(user=request.user, job=str(job.pk)))
+    charges = job_charges(job_id=job.pk)
+    peaks = [p.mem_gib for p in points if p.mem_gib is not None]
     context = {
         "job": job,
         "figure": job_timeline(points),
         "has_data": bool(points),
         "findings": findings,
-        "cost": selectors.job_cost_so_far(job=job),
+        "charges": charges,
+        "sm_mean": charges.used_gpu_hours / charges.gpu_hours if charges and charges.gpu_hours else None,
+        "mem_peak_gib": max(peaks) if peaks else None,
+        "running": job.end_time is None,
     }
     return render(request, "efficiency/job.html", context)
 
 
+FILTERS = ("team", "rule", "state", "job", "mine")
+
+
+def _findings_filters(request: HttpRequest) -> dict:
+    """The page's filters, the API's (team, rule, state, job, mine), each bounded; state defaults to live."""
+    query = {k: v.replace("\x00", "")[:200] for k, v in request.GET.items()}  # PostgreSQL text cannot hold a NUL
+    return {
+        "team": query.get("team") or None,
+        "rule": query.get("rule") if query.get("rule") in RULES else None,
+        "state": query.get("state", "live") if query.get("state", "live") in STATES else None,
+        "job": query.get("job", "").strip() or None,
+        "mine": query.get("mine") in ("1", "true", "on"),
+    }
+
+
 @login_required
 def findings_list(request: HttpRequest) -> HttpResponse:
-    query = {k: v.replace("\x00", "") for k, v in request.GET.items()}  # PostgreSQL text cannot hold a NUL
-    team, rule = query.get("team") or None, query.get("rule") or None
-    state = query.get("state", "live") or None
-    findings = selectors.findings_visible(user=request.user, team=team, rule=rule, state=state)
+    """Findings grouped by job, jobs by their biggest saving, JOBS_PER_PAGE jobs a page, with the counts."""
+    chosen = _findings_filters(request)
+    findings = selectors.findings_visible(user=request.user, **chosen)
+    jobs = findings.values("job_id").annotate(top=Max("savings")).order_by("-top", "job_id")
+    pages = Paginator(jobs, JOBS_PER_PAGE)
+    page = pages.get_page(request.GET.get("page"))
+    on_page = findings.filter(job_id__in=[r["job_id"] for r in page.object_list])
+    params = {k: ("1" if v is True else v) for k, v in chosen.items() if v}
     context = {
-        "findings": findings[:500],
+        "groups": group_by_job(on_page),
+        "page": page,
+        "count": findings.count(),
+        "jobs_count": pages.count,
         "teams": teams_led(user=request.user),
-        "rules": RULES,
-        "states": ["live", *Finding.State.values],
-        "selected": {"team": team or "", "rule": rule or "", "state": state or ""},
+        "rules": [(r, title(r)) for r in RULES],
+        "states": STATES,
+        "selected": {**{k: v or "" for k, v in chosen.items()}},
+        "query": urlencode(params),
+        "bulk": True,
     }
     return render(request, "efficiency/findings.html", context)
+
+
+@login_required
+@require_POST
+def findings_bulk(request: HttpRequest) -> HttpResponse:
+    """Acknowledge or dismiss the ticked findings the user may see; says how many changed and why others did not."""
+    ids = [int(i) for i in request.POST.getlist("ids") if i.isascii() and i.isdigit()][:BULK_LIMIT]
+    visible = set(selectors.findings_visible(user=request.user).filter(pk__in=ids).values_list("pk", flat=True))
+    dismiss = request.POST.get("state") == "dismissed"
+    changed, problems = 0, set()
+    for pk in sorted(visible):
+        try:
+            state = Finding.State.DISMISSED if dismiss else Finding.State.ACKNOWLEDGED
+            reason = request.POST.get("reason", "")[:2000]
+            finding_state_set(finding_id=pk, user=request.user, state=state, reason=reason)
+            changed += 1
+        except FindingStateError as exc:
+            problems.add(str(exc))
+    done = "dismissed" if dismiss else "acknowledged"
+    messages.info(request, f"{changed} finding{'s' if changed != 1 else ''} {done}.")
+    for problem in sorted(problems):
+        messages.error(request, problem)
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = reverse("efficiency:findings")
+    return HttpResponseRedirect(back)
 
 
 @login_required

@@ -63,9 +63,18 @@
     setTimeout(() => URL.revokeObjectURL(link.href), 1000);
   }
 
+  // On a phone the toolbar would sit on the title: no toolbar there; elsewhere it shows on hover, and the
+  // title sits at the left, away from it.
+  const narrow = Boolean(window.matchMedia && window.matchMedia("(max-width: 700px)").matches);
   document.querySelectorAll("[data-figure]").forEach((el) => {
     const figure = JSON.parse(document.getElementById(el.dataset.figure).textContent);
-    const config = { responsive: true, displaylogo: false, toImageButtonOptions: { format: "png", filename: el.id } };
+    const config = {
+      responsive: true, displaylogo: false, displayModeBar: narrow ? false : "hover",
+      modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"],
+      toImageButtonOptions: { format: "png", filename: el.id },
+    };
+    const title = figure.layout && figure.layout.title;
+    if (title && title.x === undefined) Object.assign(title, { x: 0.01, xanchor: "left" });
     Plotly.newPlot(el, figure.data, figure.layout, config).then(() => el.setAttribute("data-drawn", "true"));
   });
 
@@ -77,6 +86,13 @@
   document.querySelectorAll("form[data-autosubmit]").forEach((form) => {
     form.querySelectorAll("select, input").forEach((input) => input.addEventListener("change", () => form.requestSubmit()));
   });
+
+  // Auto-refresh (cluster page): a static timer, so the Content-Security-Policy needs no inline script.
+  const refresh = document.querySelectorAll("[data-refresh-seconds]")[0];
+  if (refresh) {
+    const seconds = Math.max(30, parseInt(refresh.dataset.refreshSeconds, 10) || 0);
+    setTimeout(() => window.location.reload(), seconds * 1000);
+  }
 
   window.gpuGovernance = { figureCsv };
 })();

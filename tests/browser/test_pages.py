@@ -1,10 +1,11 @@
 import csv
 import io
 import json
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 
 import pytest
 
+from governance.lib import format as fmt
 from tests.browser.conftest import WIDE, chart_points, screenshot, wait_for_charts
 from tests.browser.pages import CHROMIUM, OVERVIEW_CHARTS, Page, cases
 
@@ -144,26 +145,28 @@ def test_the_team_csv_download_holds_the_lines_on_screen(page, live_server, worl
         key = (json.loads(row["Tags"])["project"], row["x_GpuModel"])
         amounts = [Decimal(row[c]) for c in ("PricingQuantity", "BilledCost", "x_IdleCost")]
         sums[key] = [a + b for a, b in zip(sums.get(key, [Decimal(0)] * 3), amounts, strict=True)]
-    from_csv = [[*k, _round(h, "0.1"), _round(c, "0.01"), _round(i, "0.01")] for k, (h, c, i) in sorted(sums.items())]
-    total = _round(sum((Decimal(row["BilledCost"]) for row in rows), Decimal(0)), "0.01")
+    from_csv = [[*k, fmt.hours(h), fmt.money(c, "USD"), fmt.money(i, "USD")] for k, (h, c, i) in sorted(sums.items())]
+    total = sum((Decimal(row["BilledCost"]) for row in rows), Decimal(0))
 
     assert download.value.suggested_filename == "chargeback-nlp-2026-11.csv"
     assert from_csv and from_csv == _lines(page)
-    assert page.locator("#totals tr:has-text('Cost') td").first.inner_text() == f"{total} USD"
+    assert page.locator("#totals tr:has-text('Cost') td").first.inner_text() == fmt.money(total, "USD")
 
 
-def _round(amount: Decimal, step: str) -> str:
-    return str(amount.quantize(Decimal(step), rounding=ROUND_HALF_EVEN))
-
-
-def test_finance_closes_an_ended_month_from_its_page(page, live_server, world, sign_in, console_errors):
+def test_finance_closes_an_ended_month_after_confirming_the_totals_it_freezes(page, live_server, world, sign_in,
+                                                                             console_errors):  # fmt: skip
     sign_in("finance")
     page.goto(live_server.url + "/costs/?month=2026-10")
+    total = page.inner_text("#month-total")
 
     with page.expect_navigation():
         page.click("#close-month")
+    assert "Closing freezes" in page.inner_text("main") and page.inner_text("#month-total") == total
+    with page.expect_navigation():
+        page.click("#confirm-close")
 
-    assert "Closed on" in page.inner_text("#status") and page.locator("#close-month").count() == 0
+    assert "Closed on" in page.inner_text("#status") and "by finance" in page.inner_text("#status")
+    assert page.locator("#close-month").count() == 0
     assert console_errors == []
 
 

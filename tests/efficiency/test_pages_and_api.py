@@ -92,16 +92,18 @@ def test_a_job_of_another_team_is_not_found(client, flagged):
     assert client.get(f"/jobs/{job.pk}/").status_code == 404
 
 
-def test_the_findings_page_sorts_by_waste_and_acknowledges_by_post(client, flagged):
+def test_the_findings_page_groups_by_job_sorts_by_waste_and_acknowledges_by_post(client, flagged):
     client.force_login(flagged.nlp_lead)
     finding = Finding.objects.get(job__external_id="4242", rule="idle_gpu")
 
     page = client.get("/findings/", {"team": "nlp"})
     client.post(f"/findings/{finding.pk}/state/", {"state": "acknowledged", "next": "/findings/"})
 
-    wastes = [f.waste for f in page.context["findings"]]
+    groups = page.context["groups"]
+    wastes = [f.waste for _, findings in groups for f in findings]
     assert wastes == sorted(wastes, reverse=True)
-    assert {f.job.external_id for f in page.context["findings"]} == {"4242"}
+    assert [job.external_id for job, _ in groups] == ["4242"]
+    assert page.context["count"] == len(wastes)
     assert Finding.objects.get(pk=finding.pk).state == "acknowledged"
 
 

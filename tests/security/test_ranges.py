@@ -99,8 +99,9 @@ def test_a_huge_job_id_in_the_findings_filter_is_an_empty_list(client, world):
     assert response.status_code == 200 and response.json()["results"] == []
 
 
-# The chargeback is a statement (one month's totals), not a list; so are a month's forecast and footprint.
-NOT_LISTS = {"/api/v1/", "/api/v1/chargeback/", "/api/v1/forecast/", "/api/v1/footprint/"}
+# The chargeback is a statement (one month's totals), not a list; so are a month's forecast and footprint, and an
+# engineer's month (me/month/).
+NOT_LISTS = {"/api/v1/", "/api/v1/chargeback/", "/api/v1/forecast/", "/api/v1/footprint/", "/api/v1/me/month/"}
 
 
 def test_every_api_list_is_paginated(client, world):

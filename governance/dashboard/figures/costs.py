@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from governance.dashboard.figures import PALETTE
+from governance.lib.money import to_cents
 from governance.lib.text import plain
 
 
@@ -15,6 +16,11 @@ class CostPoint:
     month: str
     team: str
     cost: Decimal
+
+
+def _cents(amount: Decimal) -> float:
+    """Money in a figure (and so in its CSV download): to the cent, as every page writes it."""
+    return float(to_cents(Decimal(amount)))
 
 
 def cost_per_team_per_month(points: Sequence[CostPoint], currency: str) -> dict:
@@ -26,7 +32,7 @@ def cost_per_team_per_month(points: Sequence[CostPoint], currency: str) -> dict:
             "type": "bar",
             "name": plain(team),
             "x": months,
-            "y": [float(by_key.get((team, m), Decimal(0))) for m in months],
+            "y": [_cents(by_key.get((team, m), Decimal(0))) for m in months],
             "marker": {"color": PALETTE[i % len(PALETTE)]},
             "hovertemplate": f"%{{x}}<br>%{{fullData.name}}: %{{y:,.2f}} {currency}<extra></extra>",
         }
@@ -57,7 +63,7 @@ def cost_by(category: str, costs: dict[str, Decimal], currency: str) -> dict:
             {
                 "type": "bar",
                 "orientation": "h",
-                "x": [float(cost) for _, cost in ordered],
+                "x": [_cents(cost) for _, cost in ordered],
                 "y": [plain(name) for name, _ in ordered],
                 "marker": {"color": PALETTE[0]},
                 "hovertemplate": f"%{{y}}: %{{x:,.2f}} {currency}<extra></extra>",
@@ -80,7 +86,7 @@ def cost_trend(points: Sequence[tuple[str, Decimal, Decimal]], currency: str) ->
                 "type": "bar",
                 "name": "Cost",
                 "x": months,
-                "y": [float(c) for _, c, _ in points],
+                "y": [_cents(c) for _, c, _ in points],
                 "marker": {"color": PALETTE[0]},
                 "hovertemplate": f"%{{x}}: %{{y:,.2f}} {currency}<extra></extra>",
             },
@@ -89,7 +95,7 @@ def cost_trend(points: Sequence[tuple[str, Decimal, Decimal]], currency: str) ->
                 "mode": "lines+markers",
                 "name": "Idle cost",
                 "x": months,
-                "y": [float(i) for _, _, i in points],
+                "y": [_cents(i) for _, _, i in points],
                 "marker": {"color": PALETTE[5]},
                 "hovertemplate": f"%{{x}} idle: %{{y:,.2f}} {currency}<extra></extra>",
             },
@@ -117,7 +123,7 @@ def budget_gauge(spent: Decimal, budget: Decimal, currency: str, thresholds: Seq
             {
                 "type": "indicator",
                 "mode": "gauge+number+delta",
-                "value": float(spent),
+                "value": _cents(spent),
                 "number": {"suffix": f" {currency}", "valueformat": ",.2f"},
                 "delta": {"reference": float(budget), "valueformat": ",.2f"},
                 "gauge": {

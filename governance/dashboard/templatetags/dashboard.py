@@ -3,7 +3,7 @@ from decimal import Decimal
 from django import template
 
 from governance.dashboard.nav import nav_links
-from governance.lib.money import format_money
+from governance.lib import format as fmt
 
 register = template.Library()
 
@@ -11,14 +11,12 @@ register = template.Library()
 @register.filter
 def money(amount: Decimal | float | int | None, currency: str = "") -> str:
     """1234.5|money:"EUR" -> '1,234.50 EUR' (half-even, once, here on output)."""
-    if amount is None:
-        return "n/a"
-    return format_money(Decimal(str(amount)), currency).strip()
+    return fmt.money(amount, currency)
 
 
 @register.filter
 def percent(share: float | None) -> str:
-    return "n/a" if share is None else f"{share * 100:.1f}%"
+    return fmt.pct(share)
 
 
 @register.inclusion_tag("dashboard/_nav.html", takes_context=True)

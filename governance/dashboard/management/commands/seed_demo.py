@@ -1,3 +1,5 @@
+import io
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -20,6 +22,12 @@ DEMO_USERS = [
     ("vision-lead", "demo-lead", User.Role.MEMBER, "vision", Membership.Role.LEAD),
 ]
 CHUNK = 20_000
+ROLE_WORDS = {
+    User.Role.ADMIN: "platform admin, sees and changes everything; rate cards and teams under /admin/",
+    User.Role.FINANCE: "finance, every team's costs; closes a month and exports it at /costs/",
+    Membership.Role.LEAD: "lead of team {team}: the team's month, jobs and findings at /costs/team/{team}/",
+    Membership.Role.ENGINEER: "engineer in team {team}: their own jobs and advice at /me/, the team's totals",
+}
 
 
 class Command(BaseCommand):
@@ -36,8 +44,14 @@ class Command(BaseCommand):
             self.stdout.write("database already has usage; demo data not loaded (use --force)")
         else:
             self._load(gpus=gpus, days=days, interval=interval)
-            # Give the demo its findings now rather than at the first scheduled pass, 15 minutes after serving.
-            call_command("evaluate_findings", stdout=self.stdout)
+            # Without beat (the embedded default) nothing evaluates on a schedule: give the demo its findings now.
+            out = io.StringIO()
+            call_command("evaluate_findings", stdout=out)
+            counts = dict(re.findall(r"(\w+): (\d+)", out.getvalue()))
+            self.stdout.write(
+                f"findings: the efficiency rules looked at {counts.get('jobs', '?')} jobs and opened"
+                f" {counts.get('opened', '?')} findings (advice with its saving; see /findings/)"
+            )
         self._users()
 
     def _load(self, *, gpus: int, days: int, interval: int) -> None:
@@ -62,7 +76,9 @@ class Command(BaseCommand):
             if chunk:
                 stored += usage_records_import(records=chunk, source_digest=source, chunk=stored).records
         self.stdout.write(
-            f"demo: {len(sim.jobs)} jobs, {stored} records on {gpus} GPUs from {start:%Y-%m-%d} to {end:%Y-%m-%d}"
+            f"demo: {len(sim.jobs)} simulated jobs on {gpus} GPUs from {start:%Y-%m-%d} to {end:%Y-%m-%d}, sent as"
+            f" {stored} records (job records and one sample per GPU every {interval} s) through the ingest path,"
+            " then priced into the charge ledger"
         )
 
     def _users(self) -> None:
@@ -75,7 +91,7 @@ class Command(BaseCommand):
             if team_slug:
                 team, _ = Team.objects.get_or_create(slug=team_slug, defaults={"name": team_slug})
                 Membership.objects.get_or_create(user=user, team=team, defaults={"role": member_role})
-        self.stdout.write("demo users (username / password):")
-        for username, password, role, team_slug, _ in DEMO_USERS:
-            where = f" of {team_slug}" if team_slug else ""
-            self.stdout.write(f"  {username} / {password}  ({role}{where})")
+        self.stdout.write("demo users (username / password: role, and the page to open first):")
+        for username, password, role, team_slug, member_role in DEMO_USERS:
+            self.stdout.write(f"  {username} / {password}: {ROLE_WORDS[role if team_slug is None else member_role]}"
+                              .format(team=team_slug))  # fmt: skip
