@@ -16,10 +16,14 @@ from governance.lib.months import Month
 
 MONTH, JOB, CLUSTER_DAY = 7701, 7702, 7703
 INT4 = 2**31
+# Jobs and cluster-days are locked by bucket: a pass over thousands of jobs takes at most this many locks of each
+# kind (PostgreSQL's lock table is shared and bounded: max_locks_per_transaction x connections). Two jobs in one
+# bucket only make their passes take turns.
+BUCKETS = 256
 
 
-def _lock(space: int, keys: Iterable[int], *, shared: bool = False) -> None:
-    keys = sorted({k % INT4 for k in keys})
+def _lock(space: int, keys: Iterable[int], *, shared: bool = False, buckets: int = INT4) -> None:
+    keys = sorted({k % buckets for k in keys})
     if connection.vendor != "postgresql" or not keys:
         return
     function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
@@ -33,8 +37,8 @@ def lock_months(months: Iterable[Month], *, shared: bool) -> None:
 
 
 def lock_jobs(ids: Iterable[int]) -> None:
-    _lock(JOB, ids)
+    _lock(JOB, ids, buckets=BUCKETS)
 
 
 def lock_cluster_days(keys: Iterable[tuple[int, date]]) -> None:
-    _lock(CLUSTER_DAY, (cluster * 100_003 + day.toordinal() for cluster, day in keys))
+    _lock(CLUSTER_DAY, (cluster * 100_003 + day.toordinal() for cluster, day in keys), buckets=BUCKETS)
