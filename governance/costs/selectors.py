@@ -15,7 +15,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Count, Max, Q, QuerySet, Sum
 
-from governance.costs.corrections import closed_months, months_corrected_in
+from governance.costs.corrections import closed_months
 from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO
 from governance.costs.models import CapacityDay, Charge, MonthClose, StatementLine
 from governance.lib.money import to_cents
@@ -334,9 +334,6 @@ def _closed_month_drift(month: Month, close: MonthClose, repriced: dict[str, Dec
                                          repriced=to_cents(repriced.get(name) or ZERO), off=off))  # fmt: skip
     return problems
 
-
-def corrections_landing_in(month: Month) -> list[Month]:
-    return months_corrected_in(month)
 
 
 @dataclass(frozen=True)
