@@ -19,10 +19,10 @@ from collectors.records import Batch
 from collectors.simulate import GPU_MODEL, SimulatedCluster
 from governance.costs.models import Charge, RateCard
 from governance.costs.reprice import charges_reprice
-from governance.costs.views import team_month
-from governance.dashboard import views
 from governance.dashboard.charts import overview_charts
 from governance.dashboard.filters import filters_parse
+from governance.dashboard.views import overview as views
+from governance.dashboard.views.costs import team_month
 from governance.lib.months import Month
 from governance.org.models import Team, User
 from governance.usage.services import usage_records_write
