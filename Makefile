@@ -44,9 +44,10 @@ format: install-dev
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-## Benchmarks against PostgreSQL (DATABASE_URL); prints `name: value` lines.
+## Benchmarks against PostgreSQL (DATABASE_URL); prints `name: value` lines. ONLY=costs runs one area
+## (ingest, collectors, costs, pages; `usage` and `dashboard` name theirs too).
 bench: install-dev
-	$(PY) manage.py bench
+	$(PY) -m benchmarks $(foreach area,$(ONLY),--only $(area))
 
 ## Regenerate the committed OpenAPI schema after an API change (tests/api/test_schema.py checks it).
 openapi: install

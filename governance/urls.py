@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from governance.dashboard.views import LoginView
+from governance.dashboard.views.overview import LoginView
 from governance.usage.metrics import metrics_view
 
 urlpatterns = [
@@ -22,9 +22,9 @@ urlpatterns = [
     # The split view serves Swagger UI's start-up script as a file, so the page needs no inline script (CSP).
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("metrics", metrics_view, name="metrics"),
-    path("costs/", include("governance.costs.urls")),
+    path("costs/", include("governance.dashboard.urls_costs")),
     path("", include("governance.dashboard.urls")),
-    path("", include("governance.efficiency.urls")),
+    path("", include("governance.dashboard.urls_findings")),
 ]
 
 if settings.OIDC_ENABLED:

@@ -5,23 +5,10 @@ Mappers are tried in the configured order; the first that knows the process wins
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from collectors.host import Host
+from collectors.jobs.base import MAPPERS, JobMapper, register
 
-
-class JobMapper(Protocol):
-    name: str
-
-    def job_of(self, pid: int) -> str | None: ...
-
-
-MAPPERS: dict[str, type] = {}
-
-
-def register(cls: type) -> type:
-    MAPPERS[cls.name] = cls
-    return cls
+__all__ = ["MAPPERS", "JobMapper", "JobMapping", "build_mapping", "register"]
 
 
 class JobMapping:

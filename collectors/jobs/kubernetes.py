@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.host import Host
-from collectors.jobs import register
+from collectors.jobs.base import register
 
 # cgroupfs: .../pod0f1e2d3c-...; systemd: ...-pod0f1e2d3c_....slice (dashes become underscores).
 _POD_UID = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collectors.host import Host
-from collectors.jobs import register
+from collectors.jobs.base import register
 
 
 @register

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from collectors.host import Host
-from collectors.jobs import register
+from collectors.jobs.base import register
 
 _CGROUP_JOB = re.compile(r"/job_(\d+)(?:/|$)")
 

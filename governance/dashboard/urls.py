@@ -1,6 +1,6 @@
 from django.urls import path
 
-from governance.dashboard import views
+from governance.dashboard.views import overview as views
 
 app_name = "dashboard"
 

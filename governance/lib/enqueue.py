@@ -8,17 +8,26 @@ commit. A broker that is down loses nothing: the periodic sweep of the same work
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from django.db import transaction
+
+if TYPE_CHECKING:
+    from celery import Task
 
 logger = logging.getLogger(__name__)
 
 
-def enqueue(name: str, *args: object) -> None:
+def task_named(name: str) -> Task:
+    """The registered task called `name`, for a caller that needs to send it with its own options."""
     from governance.celery import app
 
+    return app.tasks[name]
+
+
+def enqueue(name: str, *args: object) -> None:
     try:
-        app.tasks[name].apply_async(args=args)
+        task_named(name).apply_async(args=args)
     except Exception:  # the broker is down: the periodic sweep of the same work is the fallback
         logger.warning("could not enqueue %s; its periodic sweep will do the work", name, exc_info=True)
 

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
 from governance.org.models import Membership, Project, ProjectMapping, Team, User
+from governance.org.services import jobs_remap_on_commit
 
 
 @admin.register(User)
@@ -47,8 +48,6 @@ class ProjectAdmin(admin.ModelAdmin):
                     accounts |= {inline.initial.get("value"), inline.cleaned_data.get("value")} - {None, ""}
         super().save_formset(request, form, formset, change)
         if accounts:
-            from governance.usage.services import jobs_remap_on_commit
-
             jobs_remap_on_commit(accounts=accounts)
 
 
@@ -64,13 +63,9 @@ class ProjectMappingAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change) -> None:
         before = form.initial.get("value") if change else None
         super().save_model(request, obj, form, change)
-        from governance.usage.services import jobs_remap_on_commit
-
         jobs_remap_on_commit(accounts={obj.value, before} - {None, ""})
 
     def delete_model(self, request, obj) -> None:
         value = obj.value
         super().delete_model(request, obj)
-        from governance.usage.services import jobs_remap_on_commit
-
         jobs_remap_on_commit(accounts=[value])

@@ -8,7 +8,7 @@ from governance.api.permissions import AdminWrites, HasReadScope
 from governance.api.viewsets import ApiModelViewSet
 from governance.org.models import TEAM_NAME_TAKEN, Membership, Project, ProjectMapping, Team, User
 from governance.org.selectors import teams_visible
-from governance.usage.services import jobs_remap_on_commit
+from governance.org.services import jobs_remap_on_commit
 
 
 class TeamSerializer(serializers.ModelSerializer):

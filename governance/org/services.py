@@ -1,9 +1,10 @@
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils.text import slugify
 
+from governance.lib.enqueue import enqueue_on_commit
 from governance.org.models import Project, ProjectMapping, Team
 
 
@@ -51,3 +52,15 @@ def project_ids_resolver(*, create: bool = False) -> Callable[[str, str | None, 
         return memo[key]
 
     return resolve
+
+
+REMAP_TASK = "usage.remap_jobs"
+
+
+def jobs_remap_on_commit(*, accounts: Iterable[str]) -> None:
+    """Once the current transaction commits (a mapping saved or deleted), remap the jobs naming `accounts`.
+
+    Enqueued by task name: org sits below usage on the data path and does not import it. A broker that is down
+    leaves the mapping saved; remapping then runs with the next change or by hand.
+    """
+    enqueue_on_commit(REMAP_TASK, sorted(set(accounts)))

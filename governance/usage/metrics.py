@@ -1,8 +1,9 @@
 """/metrics in the Prometheus text format, read from the database (and the broker) at scrape time.
 
-Everything here is cheap at any scale: a partial index for the inbox, one row per GPU for the lag,
-the rollup rows of the last hour, LLEN per queue, and the chargeback selector (which reads jobs and
-rollups, never raw samples). An autoscaler adds ingest workers on `gg_celery_queue_depth{queue="ingest"}`.
+Usage owns the ingest gauges here: a partial index for the inbox, one row per GPU for the lag, the rollup rows
+of the last hour, LLEN per queue, all cheap at any scale. Other apps register their own gauges through
+governance/lib/metrics.py (costs: gg_team_cost_month, from the ledger); this view reads them without importing
+those apps. An autoscaler adds ingest workers on `gg_celery_queue_depth{queue="ingest"}`.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ def queue_depths() -> dict[str, int]:
         return {queue: int(client.llen(queue)) for queue in QUEUES}
     finally:
         client.close()
-
 
 
 class GovernanceCollector:

@@ -18,7 +18,7 @@ from django.db.models import Case, F, When
 from django.utils import timezone
 
 from collectors.records import Batch, decode_batch, encode, records_check
-from governance.lib.enqueue import enqueue_on_commit
+from governance.lib.enqueue import enqueue_on_commit, task_named
 from governance.org.services import project_ids_resolver
 from governance.usage import prepared, writer
 from governance.usage.marks import job_days_mark
@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 # The charge ledger's re-pricing (governance/costs), enqueued by name: usage never imports costs.
 REPRICE_TASK = "costs.reprice"
+PROCESS_TASK = "usage.process_batch"
 BATCH_ID_CONFLICT = "batch_id {batch_id} was already received with different records"
 
 
@@ -140,9 +141,7 @@ _broker_down_until = 0.0
 
 
 def _publish(inbox_pk: int) -> None:
-    from governance.usage.tasks import process_batch
-
-    process_batch.apply_async((inbox_pk,), retry=True, retry_policy=ENQUEUE_RETRY_POLICY)
+    task_named(PROCESS_TASK).apply_async((inbox_pk,), retry=True, retry_policy=ENQUEUE_RETRY_POLICY)
 
 
 def _enqueue(inbox_pk: int) -> None:
@@ -269,21 +268,6 @@ def jobs_remap(*, accounts: Iterable[str] | None = None) -> int:
         if every:
             enqueue_on_commit(REPRICE_TASK)
     return sum(len(pks) for pks in moved.values())
-
-
-def jobs_remap_on_commit(*, accounts: Iterable[str]) -> None:
-    """Once the current transaction commits (a mapping saved or deleted), remap the jobs naming `accounts`."""
-    values = sorted(set(accounts))
-
-    def enqueue() -> None:
-        from governance.usage.tasks import remap_jobs
-
-        try:
-            remap_jobs.delay(values)
-        except Exception:  # broker down: the mapping is saved; remapping runs with the next change or by hand
-            logger.warning("could not enqueue remapping jobs of %s", values, exc_info=True)
-
-    transaction.on_commit(enqueue)
 
 
 def inbox_sweep(*, older_than: timedelta = timedelta(seconds=30), limit: int = 1000) -> int:

@@ -6,7 +6,7 @@ import os
 import pytest
 from django.db import connection
 
-from governance.usage import bench
+from benchmarks import ingest as bench
 from governance.usage.models import IngestBatch, Sample
 
 pytestmark = [

@@ -1,4 +1,4 @@
-from collectors import bench
+from benchmarks import collectors as bench
 
 
 def test_the_bench_reports_the_agent_cost_beside_the_nvml_calls_alone(monkeypatch):

@@ -1,4 +1,4 @@
-"""Ingest and chargeback figures for `manage.py bench` (PostgreSQL; run on a throwaway bench database).
+"""Ingest and chargeback figures (PostgreSQL; run on a throwaway bench database by benchmarks/harness.py).
 
 - ingest_samples_per_s: simulated batches POSTed over loopback HTTP, by as many concurrent collectors as
   there are web workers, to a real gunicorn web tier while real `celery worker -Q ingest` processes (as
@@ -18,40 +18,34 @@
 from __future__ import annotations
 
 import inspect
-import os
-import secrets
-import signal
-import socket
-import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 
-from django.conf import settings
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.db.models import Count
 from django.test import Client
 
+from benchmarks.harness import Out, median_ms, ratio
+from benchmarks.pipeline import INGEST_WORKERS, Pipeline, pipeline_started, post_all, wait_processed
 from collectors.records import Record, encode, new_batch
 from collectors.simulate import GPU_MODEL, SimulatedCluster
+from governance.api.services import api_token_create
 from governance.celery import app as celery_app
+from governance.costs import selectors as costs_selectors
+from governance.costs.models import RateCard
+from governance.costs.reprice import charges_reprice
+from governance.costs.services import capacity_set
+from governance.fleet.models import Cluster
 from governance.lib.money import to_cents
 from governance.lib.months import Month
+from governance.org.models import User
 from governance.usage import partitions, writer
 from governance.usage.models import IngestBatch, Sample
-
-Out = Callable[[str, object], None]
+from governance.usage.services import usage_records_import
 
 # A cluster-level collector's scrape of a 10,000-GPU cluster is one 10,000-record batch every 10 s; a
 # node agent's batches are smaller, so the rate at 2,000 records is printed as well.
@@ -61,10 +55,6 @@ INGEST_GPUS, INGEST_HOURS, INGEST_INTERVAL_S = 64, 4, 10
 CHARGEBACK_GPUS, CHARGEBACK_DAYS = 16, 2
 REPEATS = 30
 INGEST_RUNS = 5
-# As docker-compose.yml deploys it: one ingest worker process per core, each taking one batch at a time.
-INGEST_WORKERS = int(os.environ.get("BENCH_INGEST_WORKERS", 0)) or os.cpu_count() or 1
-WORKER_TIMEOUT_S = 300
-ROOT = Path(__file__).resolve().parents[2]
 
 # What a finance analyst would write by hand: allocated GPU-hours per team from the job rollup, priced
 # at the rate in force at each hour.
@@ -97,9 +87,6 @@ def _batches(records: Iterator[Record], size: int) -> list[bytes]:
 
 
 def _setup() -> str:
-    from governance.api.services import api_token_create
-    from governance.costs.models import RateCard
-    from governance.org.models import User
 
     user = User.objects.create_user("bench-admin", role=User.Role.ADMIN)
     RateCard.objects.create(
@@ -148,120 +135,6 @@ def _copy_rate(rows: list[tuple], *, same_table: bool) -> float:
     return rate
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-@dataclass
-class Pipeline:
-    """The deployed ingest path on the bench database: a gunicorn web tier and Celery ingest workers."""
-
-    url: str
-    processes: list[subprocess.Popen]
-    log: Path
-
-    def check(self) -> None:
-        for process in self.processes:
-            if process.poll() is not None:
-                raise RuntimeError(f"{process.args[2]} exited with {process.returncode}{self.log_tail()}")
-
-    def log_tail(self) -> str:
-        return "; its log ends:\n" + "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_listening(url: str, pipeline: Pipeline) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/api/v1/", timeout=5):  # noqa: S310 - loopback
-                return
-        except urllib.error.HTTPError:
-            return  # it answers
-        except OSError:
-            pipeline.check()
-            if time.monotonic() > deadline:
-                raise RuntimeError("the bench web server did not start") from None
-            time.sleep(0.2)
-
-
-@contextmanager
-def _pipeline() -> Iterator[Pipeline | None]:
-    """Web and worker processes as docker-compose.yml runs them, or None (in-process, eager) without a broker."""
-    if not settings.CELERY_BROKER_URL:
-        yield None
-        return
-    celery_app.control.purge()  # tasks left on this broker by earlier runs name other databases' batches
-    port = _free_port()
-    env = {
-        **os.environ, "DATABASE_URL": _database_url(), "DEBUG": "false", "SECRET_KEY": secrets.token_urlsafe(32),
-        "ALLOWED_HOSTS": "127.0.0.1", "API_THROTTLE_RATE_INGEST": "100000/min", "LOG_LEVEL": "WARNING",
-        "SECURE_SSL_REDIRECT": "false",  # plain HTTP on loopback: no TLS proxy in front of the bench
-    }  # fmt: skip
-    with tempfile.TemporaryDirectory() as tmp:
-        pidfile = Path(tmp) / "worker.pid"
-        commands = [
-            [sys.executable, "-m", "gunicorn", "governance.wsgi:application", "--bind", f"127.0.0.1:{port}",
-             "--workers", str(INGEST_WORKERS)],
-            [sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", "ingest",
-             "--concurrency", str(INGEST_WORKERS), "--prefetch-multiplier", "1", "--pidfile", str(pidfile),
-             "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"],
-        ]  # fmt: skip
-        log_path = Path(tmp) / "pipeline.log"
-        with log_path.open("w") as log:
-            processes = [
-                subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
-                for command in commands
-            ]
-            pipeline = Pipeline(url=f"http://127.0.0.1:{port}", processes=processes, log=log_path)
-            try:
-                _wait_listening(pipeline.url, pipeline)
-                yield pipeline
-            finally:
-                web, worker = processes
-                web.terminate()
-                if pidfile.exists():
-                    os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
-                else:
-                    worker.terminate()
-                for process in processes:
-                    process.wait(timeout=60)
-
-
-def _wait_processed(pipeline: Pipeline) -> None:
-    deadline = time.monotonic() + WORKER_TIMEOUT_S
-    while IngestBatch.objects.filter(processed_at__isnull=True).exists():
-        pipeline.check()
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the ingest workers did not process the bench batches in time{pipeline.log_tail()}")
-        time.sleep(0.01)
-
-
-def _post_all(url: str, token: str, bodies: list[bytes]) -> None:
-    """POST every batch over loopback HTTP, from as many collectors at once as the web tier has workers."""
-
-    def post(body: bytes) -> None:
-        request = urllib.request.Request(  # noqa: S310 - loopback
-            f"{url}/api/v1/ingest/",
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
-        )
-        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
-            if response.status != 202:
-                raise RuntimeError(f"ingest answered {response.status}: {response.read(200)!r}")
-
-    with ThreadPoolExecutor(max_workers=2 * INGEST_WORKERS) as pool:
-        list(pool.map(post, bodies))
-
-
 @contextmanager
 def _tasks_in_process() -> Iterator[None]:
     """Celery tasks run eagerly, in this process, for the duration (then as configured again)."""
@@ -279,8 +152,8 @@ def _ingest_rate(token: str, bodies: list[bytes], pipeline: Pipeline | None) -> 
     expected = sum(body.count(b'"kind":"sample"') for body in bodies)
     started = time.perf_counter()
     if pipeline is not None:
-        _post_all(pipeline.url, token, bodies)
-        _wait_processed(pipeline)
+        post_all(pipeline.url, token, bodies)
+        wait_processed(pipeline)
     else:
         client = Client()
         with _tasks_in_process():
@@ -306,8 +179,6 @@ def _declare_capacity(month: Month) -> None:
     """Declare every bench cluster's GPUs from the start of `month` (as an admin would): the simulated clusters
     hold their GPUs all month and their jobs run past the sampled hours, so capacity inferred from the few
     hours the bench samples would not cover them."""
-    from governance.costs.services import capacity_set
-    from governance.fleet.models import Cluster
 
     for name, gpus in Cluster.objects.annotate(n=Count("gpus")).values_list("name", "n"):
         capacity_set(cluster=name, gpu_model=GPU_MODEL, count=gpus, valid_from=month.start)
@@ -315,11 +186,9 @@ def _declare_capacity(month: Month) -> None:
 
 def _reconcile(out: Out, month: Month, label: str = "") -> None:
     """The bench month adds up (team charges + unallocated = capacity x rate, to the cent), or the bench fails."""
-    from governance.costs.reprice import charges_reprice
-    from governance.costs.selectors import reconcile
 
     charges_reprice()  # what the analysis worker does after the batches: the marks left are priced here
-    check = reconcile(month=month)
+    check = costs_selectors.reconcile(month=month)
     if not check.ok:
         raise RuntimeError(f"{month} does not reconcile: {check.problems}")
     total = to_cents(sum(c.charged for c in check.clusters))
@@ -327,7 +196,7 @@ def _reconcile(out: Out, month: Month, label: str = "") -> None:
 
 
 def bench_ingest(out: Out) -> None:
-    with _pipeline() as pipeline:
+    with pipeline_started() as pipeline:
         mode = "http_web_and_worker_processes" if pipeline else "in_process_sequential (no CELERY_BROKER_URL)"
         out("ingest_mode", mode)
         if pipeline is not None:
@@ -365,15 +234,15 @@ def _bench_ingest(out: Out, pipeline: Pipeline | None) -> None:
     out("ingest_samples", samples)
     out("ingest_samples_per_s", round(rate))
     out("copy_samples_per_s", round(copy))
-    out("ingest_vs_copy", round(rate / copy, 3))
+    out("ingest_vs_copy", ratio(rate, copy, 3))
     out("copy_plain_table_samples_per_s", round(plain))
-    out("ingest_vs_copy_plain_table", round(rate / plain, 3))
+    out("ingest_vs_copy_plain_table", ratio(rate, plain, 3))
     later = SimulatedCluster(
         cluster="bench-small", gpus=INGEST_GPUS, start=end, end=end + timedelta(hours=INGEST_HOURS)
     )
     small = _ingest_rate(token, _batches(later.history(every), SMALL_BATCH_RECORDS), pipeline)
     out(f"ingest_samples_per_s_{SMALL_BATCH_RECORDS}_record_batches", round(small))
-    out(f"ingest_vs_copy_{SMALL_BATCH_RECORDS}_record_batches", round(small / copy, 3))
+    out(f"ingest_vs_copy_{SMALL_BATCH_RECORDS}_record_batches", ratio(small, copy, 3))
     out("ingest_batches_processed", IngestBatch.objects.filter(processed_at__isnull=False).count())
     month = Month(end.year, end.month)
     _declare_capacity(month)
@@ -383,7 +252,6 @@ def _bench_ingest(out: Out, pipeline: Pipeline | None) -> None:
 def _load(sim: SimulatedCluster, every: timedelta) -> None:
     """The cluster's history sampled every `every`, then its jobs' final records: every job running when the
     sampling stops ends within days, so no later month is charged for it."""
-    from governance.usage.services import usage_records_import
 
     later = sim.end + timedelta(days=7)
     records = [*sim.history(every), *(r for r in sim.job_records(later) if r.start_time and r.start_time < sim.end)]
@@ -392,26 +260,10 @@ def _load(sim: SimulatedCluster, every: timedelta) -> None:
             usage_records_import(records=records[start : start + 20000], source_digest=f"bench-{every}", chunk=chunk_no)
 
 
-def _median_ms(*fns: Callable[[], object]) -> list[float]:
-    """Median time of each function over REPEATS rounds, the functions taking turns within a round.
-
-    Taking turns, a busy moment of a shared machine slows all of them rather than whichever happened to run
-    during it; the median, unlike the best, is what a reader waits and moves little from run to run.
-    """
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(REPEATS):
-        for fn, spent in zip(fns, times, strict=True):
-            started = time.perf_counter()
-            fn()
-            spent.append((time.perf_counter() - started) * 1000)
-    return [statistics.median(spent) for spent in times]
-
-
 def _chargeback(month: Month, now: datetime) -> Callable[[], object]:
     """Whatever public chargeback selector costs offers; keyword arguments it does not take are left out."""
-    from governance.costs import selectors
 
-    selector = selectors.chargeback_by_team
+    selector = costs_selectors.chargeback_by_team
     accepted = inspect.signature(selector).parameters
     kwargs = {k: v for k, v in {"month": month, "now": now}.items() if k in accepted}  # older selectors took now
     return lambda: list(selector(**kwargs))
@@ -429,7 +281,6 @@ def _chargeback_sql(month: Month) -> Callable[[], object]:
 def bench_chargeback(out: Out) -> None:
     """The same fleet and workload (same seed, GPUs and jobs) in two months of one database: July sampled
     every 60 s, September every 6 s. Each month's chargeback is timed in turn with the other's."""
-    from governance.costs.services import capacity_set
 
     _setup()
     months = {"1x": (Month(2026, 7), 60), "10x": (Month(2026, 9), 6)}
@@ -452,14 +303,17 @@ def bench_chargeback(out: Out) -> None:
     for label, (month, _) in months.items():
         _reconcile(out, month, f"_{label}")
     (month_1x, _), (month_10x, _) = months.values()
-    ms_1x, ms_10x, sql_10x = _median_ms(
-        _chargeback(month_1x, now=month_1x.end), _chargeback(month_10x, now=month_10x.end), _chargeback_sql(month_10x)
+    ms_1x, ms_10x, sql_10x = median_ms(
+        _chargeback(month_1x, now=month_1x.end),
+        _chargeback(month_10x, now=month_10x.end),
+        _chargeback_sql(month_10x),
+        repeats=REPEATS,
     )
     out("chargeback_ms_1x", round(ms_1x, 2))
     out("chargeback_ms_10x", round(ms_10x, 2))
-    out("chargeback_10x_vs_1x", round(ms_10x / ms_1x, 2))
+    out("chargeback_10x_vs_1x", ratio(ms_10x, ms_1x))
     out("chargeback_sql_ms_10x", round(sql_10x, 2))
-    out("chargeback_vs_sql", round(ms_10x / sql_10x, 2))
+    out("chargeback_vs_sql", ratio(ms_10x, sql_10x))
 
 
 def run(out: Out) -> None:

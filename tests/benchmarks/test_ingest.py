@@ -1,29 +1,14 @@
-"""The bench command: what it discovers, where it refuses to run, and that its SQL reference agrees."""
+"""The ingest bench's SQL reference agrees with the chargeback it is compared with."""
 
 from decimal import Decimal
 
 import pytest
-from django.core.management import CommandError, call_command
 from django.db import connection
 
+from benchmarks.ingest import CHARGEBACK_SQL
 from governance.costs.selectors import chargeback_by_team
 from governance.lib.months import Month
-from governance.usage.bench import CHARGEBACK_SQL
-from governance.usage.management.commands.bench import bench_modules
 from tests.factories import at, ingest, job_record, rate, series
-
-
-def test_it_runs_the_ingest_bench_first_then_every_area_that_has_one():
-    modules = bench_modules()
-
-    assert modules[0] == "governance.usage.bench"
-    assert all(name.endswith(".bench") for name in modules)
-
-
-@pytest.mark.skipif(connection.vendor == "postgresql", reason="checks the refusal on SQLite")
-def test_it_refuses_to_run_on_sqlite():
-    with pytest.raises(CommandError, match="PostgreSQL"):
-        call_command("bench")
 
 
 @pytest.mark.django_db

@@ -1,10 +1,9 @@
-"""Benchmarks: the overview for a month of a 256-GPU cluster, built through the real write path, then rolled back;
+"""Pages: the overview for a month of a 256-GPU cluster, built through the real write path, then rolled back;
 and the overview and a team's month page at 256 and 2,560 GPUs, priced into the ledger (goal: flat, under 300 ms)."""
 
 from __future__ import annotations
 
 import os
-import statistics
 import time
 import uuid
 from collections.abc import Callable
@@ -15,14 +14,15 @@ from django.db import connection, transaction
 from django.db.models import Sum
 from django.test import RequestFactory
 
+from benchmarks.harness import Out, median_ms, ratio
 from collectors.records import Batch
 from collectors.simulate import GPU_MODEL, SimulatedCluster
 from governance.costs.models import Charge, RateCard
 from governance.costs.reprice import charges_reprice
-from governance.costs.views import team_month
-from governance.dashboard import views
 from governance.dashboard.charts import overview_charts
 from governance.dashboard.filters import filters_parse
+from governance.dashboard.views.costs import team_month
+from governance.dashboard.views.overview import overview
 from governance.lib.months import Month
 from governance.org.models import Team, User
 from governance.usage.services import usage_records_write
@@ -60,14 +60,13 @@ def _load(gpus: int = GPUS, cluster: str = CLUSTER, create_projects: bool = Fals
     return written
 
 
-def _median_ms(view: Callable, request, *args) -> float:
-    timings = []
-    for _ in range(REPEATS):
-        started = time.perf_counter()
+def _page(view: Callable, request, *args) -> Callable[[], None]:
+    def render() -> None:
         response = view(request, *args)
-        timings.append((time.perf_counter() - started) * 1000)
-    assert response.status_code == 200
-    return round(statistics.median(timings), 1)
+        if response.status_code != 200:
+            raise RuntimeError(f"{view.__name__} answered {response.status_code}")
+
+    return render
 
 
 def _analyze() -> None:
@@ -88,7 +87,7 @@ def _just_after_the_month():
     return time_machine.travel(MONTH.end + timedelta(hours=6), tick=True)
 
 
-def _pages_at(gpus: int, out: Callable[[str, object], None]) -> tuple[float, float]:
+def _pages_at(gpus: int, out: Out) -> tuple[float, float]:
     """The overview and the largest team's month for a month of `gpus` GPUs, priced; rolled back after."""
     with _just_after_the_month(), transaction.atomic():
         started = time.perf_counter()
@@ -106,33 +105,31 @@ def _pages_at(gpus: int, out: Callable[[str, object], None]) -> tuple[float, flo
         slug = Team.objects.get(pk=team_id).slug
         request = RequestFactory().get("/", {"month": str(MONTH)})
         request.user = user
-        overview_ms = _median_ms(views.overview, request)
-        team_ms = _median_ms(team_month, request, slug)
+        overview_ms, team_ms = (
+            round(ms, 1)
+            for ms in median_ms(_page(overview, request), _page(team_month, request, slug), repeats=REPEATS)
+        )
         transaction.set_rollback(True)
     return overview_ms, team_ms
 
 
-def _flat(small: float, large: float) -> float:
-    return round(large / small, 2) if small else 0.0
-
-
-def run_pages(out: Callable[[str, object], None]) -> None:
+def run_pages(out: Out) -> None:
     small = _pages_at(256, out)
     out("overview_ms_256", small[0])
     out("team_month_ms_256", small[1])
     large = _pages_at(2560, out)
     out("overview_ms_2560", large[0])
-    out("overview_flat", _flat(small[0], large[0]))
+    out("overview_flat", ratio(large[0], small[0]))
     out("team_month_ms_2560", large[1])
-    out("team_month_flat", _flat(small[1], large[1]))
+    out("team_month_flat", ratio(large[1], small[1]))
 
 
-def run(out: Callable[[str, object], None]) -> None:
+def run(out: Out) -> None:
     run_overview(out)
     run_pages(out)
 
 
-def run_overview(out: Callable[[str, object], None]) -> None:
+def run_overview(out: Out) -> None:
     with _just_after_the_month(), transaction.atomic():
         started = time.perf_counter()
         samples = _load()
@@ -146,13 +143,8 @@ def run_overview(out: Callable[[str, object], None]) -> None:
         query = {"month": str(MONTH), "cluster": CLUSTER}
         request = RequestFactory().get("/", query)
         request.user = user
-        timings = []
-        for _ in range(REPEATS):
-            started = time.perf_counter()
-            response = views.overview(request)
-            timings.append((time.perf_counter() - started) * 1000)
-        assert response.status_code == 200
-        out("overview_page_ms", round(statistics.median(timings), 1))
+        (page_ms,) = median_ms(_page(overview, request), repeats=REPEATS)
+        out("overview_page_ms", round(page_ms, 1))
         charts, _ = overview_charts(filters_parse(query=query, user=user), user)
         out("overview_figure_bytes", sum(chart.json_bytes for chart in charts))
         for chart in charts:

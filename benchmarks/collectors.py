@@ -8,11 +8,11 @@ from __future__ import annotations
 import io
 import logging
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from benchmarks.harness import Out
 from collectors.agent import Agent
 from collectors.host import Host
 from collectors.jobs import build_mapping
@@ -38,7 +38,7 @@ def _fake_host(root: Path) -> Host:
     return host
 
 
-def run(out: Callable[[str, float], None]) -> None:
+def run(out: Out) -> None:
     gpus = []
     for index in range(GPUS):
         gpu = h200(uuid=f"GPU-bench-{index:02d}", bus_id=f"00000000:{0x18 + index:02x}:00.0")

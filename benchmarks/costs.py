@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 
 from django.db import connection, transaction
 
+from benchmarks.harness import Out, ratio
 from governance.costs.focus import focus_csv
 from governance.costs.reprice import reprice
 from governance.lib.env import env_int
@@ -84,7 +84,7 @@ def _rss_mib() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def run(out: Callable[[str, object], None]) -> None:
+def run(out: Out) -> None:
     if connection.vendor != "postgresql":
         out("costs_csv", "skipped (needs PostgreSQL)")
         return
@@ -99,7 +99,7 @@ def run(out: Callable[[str, object], None]) -> None:
             pass
 
 
-def _csv(out: Callable[[str, object], None]) -> None:
+def _csv(out: Out) -> None:
     rows = env_int("GOVERNANCE_BENCH_CSV_ROWS", 1_000_000)
     began = time.perf_counter()
     with connection.cursor() as cursor:
@@ -132,10 +132,10 @@ def _csv(out: Callable[[str, object], None]) -> None:
     out("csv_peak_rss_mib", round(max(rss_peak - rss_before, 0.0), 1))
     out("copy_rows", copy_rows)
     out("copy_rows_per_s", round(copy_rows / copy_s))
-    out("csv_vs_copy", round((count / csv_s) / (copy_rows / copy_s), 3))
+    out("csv_vs_copy", ratio(count / csv_s, copy_rows / copy_s, 3))
 
 
-def _reprice(out: Callable[[str, object], None]) -> None:
+def _reprice(out: Out) -> None:
     jobs = env_int("GOVERNANCE_BENCH_REPRICE_JOBS", 5_000)
     start = datetime(2001, 1, 1, tzinfo=UTC)
     with connection.cursor() as cursor:

@@ -1,6 +1,8 @@
+"""The cost pages under /costs/, namespace `costs` (templates name them `costs:...`)."""
+
 from django.urls import path
 
-from governance.costs import views
+from governance.dashboard.views import costs as views
 
 app_name = "costs"
 

@@ -1,3 +1,5 @@
+"""Findings and job pages: a job's timeline and findings, the findings list and its state changes, a cluster's hours."""
+
 from datetime import timedelta
 from urllib.parse import urlencode
 

@@ -1,6 +1,8 @@
+"""The findings, job and cluster pages, namespace `efficiency` (templates name them `efficiency:...`)."""
+
 from django.urls import path
 
-from governance.efficiency import views
+from governance.dashboard.views import findings as views
 
 app_name = "efficiency"
 

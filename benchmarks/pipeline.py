@@ -1,0 +1,145 @@
+"""The deployed ingest path for the ingest bench: a gunicorn web tier and Celery ingest workers on the bench
+database, as docker-compose.yml runs them, and collectors POSTing to it over loopback HTTP."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+from governance.celery import app as celery_app
+from governance.usage.models import IngestBatch
+
+# As docker-compose.yml deploys it: one ingest worker process per core, each taking one batch at a time.
+INGEST_WORKERS = int(os.environ.get("BENCH_INGEST_WORKERS", 0)) or os.cpu_count() or 1
+WORKER_TIMEOUT_S = 300
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@dataclass
+class Pipeline:
+    """The deployed ingest path on the bench database: a gunicorn web tier and Celery ingest workers."""
+
+    url: str
+    processes: list[subprocess.Popen]
+    log: Path
+
+    def check(self) -> None:
+        for process in self.processes:
+            if process.poll() is not None:
+                raise RuntimeError(f"{process.args[2]} exited with {process.returncode}{self.log_tail()}")
+
+    def log_tail(self) -> str:
+        return "; its log ends:\n" + "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_listening(url: str, pipeline: Pipeline) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/v1/", timeout=5):  # noqa: S310 - loopback
+                return
+        except urllib.error.HTTPError:
+            return  # it answers
+        except OSError:
+            pipeline.check()
+            if time.monotonic() > deadline:
+                raise RuntimeError("the bench web server did not start") from None
+            time.sleep(0.2)
+
+
+@contextmanager
+def pipeline_started() -> Iterator[Pipeline | None]:
+    """Web and worker processes as docker-compose.yml runs them, or None (in-process, eager) without a broker."""
+    if not settings.CELERY_BROKER_URL:
+        yield None
+        return
+    celery_app.control.purge()  # tasks left on this broker by earlier runs name other databases' batches
+    port = _free_port()
+    env = {
+        **os.environ, "DATABASE_URL": _database_url(), "DEBUG": "false", "SECRET_KEY": secrets.token_urlsafe(32),
+        "ALLOWED_HOSTS": "127.0.0.1", "API_THROTTLE_RATE_INGEST": "100000/min", "LOG_LEVEL": "WARNING",
+        "SECURE_SSL_REDIRECT": "false",  # plain HTTP on loopback: no TLS proxy in front of the bench
+    }  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        pidfile = Path(tmp) / "worker.pid"
+        commands = [
+            [sys.executable, "-m", "gunicorn", "governance.wsgi:application", "--bind", f"127.0.0.1:{port}",
+             "--workers", str(INGEST_WORKERS)],
+            [sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", "ingest",
+             "--concurrency", str(INGEST_WORKERS), "--prefetch-multiplier", "1", "--pidfile", str(pidfile),
+             "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"],
+        ]  # fmt: skip
+        log_path = Path(tmp) / "pipeline.log"
+        with log_path.open("w") as log:
+            processes = [
+                subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+                for command in commands
+            ]
+            pipeline = Pipeline(url=f"http://127.0.0.1:{port}", processes=processes, log=log_path)
+            try:
+                _wait_listening(pipeline.url, pipeline)
+                yield pipeline
+            finally:
+                web, worker = processes
+                web.terminate()
+                if pidfile.exists():
+                    os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
+                else:
+                    worker.terminate()
+                for process in processes:
+                    process.wait(timeout=60)
+
+
+def wait_processed(pipeline: Pipeline) -> None:
+    deadline = time.monotonic() + WORKER_TIMEOUT_S
+    while IngestBatch.objects.filter(processed_at__isnull=True).exists():
+        pipeline.check()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the ingest workers did not process the bench batches in time{pipeline.log_tail()}")
+        time.sleep(0.01)
+
+
+def post_all(url: str, token: str, bodies: list[bytes]) -> None:
+    """POST every batch over loopback HTTP, from as many collectors at once as the web tier has workers."""
+
+    def post(body: bytes) -> None:
+        request = urllib.request.Request(  # noqa: S310 - loopback
+            f"{url}/api/v1/ingest/",
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
+            if response.status != 202:
+                raise RuntimeError(f"ingest answered {response.status}: {response.read(200)!r}")
+
+    with ThreadPoolExecutor(max_workers=2 * INGEST_WORKERS) as pool:
+        list(pool.map(post, bodies))

@@ -1,0 +1,30 @@
+"""Writes prepared batches, one module per stage: the inbox, ids for clusters, nodes, GPUs and jobs, merging job
+records, staging samples, inserting them, rolling them up. `services` calls the stages through this package.
+
+Samples go into a temporary staging table (PostgreSQL: binary COPY; SQLite: executemany), then into the sample
+table and both hourly rollups with one set-based statement each.
+"""
+
+from governance.usage.writer.fleet import clusters_ensure, fleet_touch, gpu_ids_ensure, nodes_ensure
+from governance.usage.writer.inbox import gc_paused, inbox_claim, inbox_insert
+from governance.usage.writer.jobs import job_ids_ensure, jobs_apply
+from governance.usage.writer.rollups import MARK_DAYS, rollups_fold
+from governance.usage.writer.samples import samples_write
+from governance.usage.writer.sql import SAMPLE_COLUMNS, SAMPLE_TYPES
+
+__all__ = [
+    "MARK_DAYS",
+    "SAMPLE_COLUMNS",
+    "SAMPLE_TYPES",
+    "clusters_ensure",
+    "fleet_touch",
+    "gc_paused",
+    "gpu_ids_ensure",
+    "inbox_claim",
+    "inbox_insert",
+    "job_ids_ensure",
+    "jobs_apply",
+    "nodes_ensure",
+    "rollups_fold",
+    "samples_write",
+]

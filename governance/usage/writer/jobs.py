@@ -1,0 +1,137 @@
+"""Merge job records into their jobs: later facts win, an unknown never erases a known one, one UPDATE for all."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+from django.db import connection
+from django.utils import timezone
+
+from collectors.records import TERMINAL_STATES, JobRecord
+from governance.org.services import project_ids_resolver
+from governance.usage.marks import job_days_mark
+from governance.usage.models import Job
+from governance.usage.writer.sql import ids_ensure
+
+UNNAMED_JOBS = "SELECT id FROM usage_job WHERE id = ANY(%s) AND gpu_model = ''"
+
+
+def _unnamed_jobs(ids: Iterable[int]) -> set[int]:
+    """Those of the jobs `ids` that have no GPU model yet."""
+    if connection.vendor != "postgresql":
+        return set(Job.objects.filter(pk__in=ids, gpu_model="").values_list("pk", flat=True))
+    with connection.cursor() as cursor:
+        cursor.execute(UNNAMED_JOBS, [sorted(ids)])
+        return {pk for (pk,) in cursor.fetchall()}
+
+
+def _merge_job(job: Job, rec: JobRecord, project_id: int | None) -> None:
+    job.user_name = rec.user
+    job.account = rec.project
+    job.team_name = rec.team or job.team_name
+    job.project_id = project_id or job.project_id
+    # A count is known once a source declares one; a later record may change it (squeue while running, sacct at
+    # the end) but never unknown it: null or 0 from a source that does not account GPUs leaves it as it was.
+    if rec.gpus:
+        job.gpus = rec.gpus
+    elif job.gpus is None:
+        job.gpus = rec.gpus
+    job.gpu_model = rec.gpu_model or job.gpu_model
+    job.submit_time = rec.submit_time
+    # The earliest start known wins: an agent restarted mid-pod sees the pod "first" again later, and moving the
+    # start forward would drop the hours before it from the bill.
+    job.start_time = min((t for t in (rec.start_time, job.start_time) if t is not None), default=None)
+    # A replayed older record never reopens a job that has ended.
+    if job.end_time is None or rec.end_time is not None:
+        job.end_time = rec.end_time or job.end_time
+        if job.state not in TERMINAL_STATES or rec.state in TERMINAL_STATES:
+            job.state = rec.state
+    job.labels = {**job.labels, **rec.labels}
+    job.described = True
+
+
+# What a job record may change, with each column's type for the one-statement update below.
+JOB_COLUMNS = (
+    ("user_name", "text"), ("account", "text"), ("team_name", "text"), ("project_id", "int8"), ("gpus", "int4"),
+    ("gpu_model", "text"), ("submit_time", "timestamptz"), ("start_time", "timestamptz"),
+    ("end_time", "timestamptz"), ("state", "text"), ("labels", "jsonb"), ("described", "bool"),
+)  # fmt: skip
+JOB_FIELDS = [name for name, _ in JOB_COLUMNS]
+
+# One statement for every changed job (PostgreSQL): Django's bulk_update builds a CASE per field and job,
+# which costs about a millisecond per job in Python.
+JOBS_UPDATE = """
+UPDATE usage_job SET {assignments}, updated_at = %s
+FROM unnest(%s::int8[], {arrays}) AS v (id, {fields}) WHERE usage_job.id = v.id
+"""
+
+
+def _job_values(job: Job) -> tuple:
+    return tuple(getattr(job, field) for field in JOB_FIELDS)
+
+
+def _jobs_update(jobs: list[Job]) -> None:
+    if connection.vendor != "postgresql":
+        Job.objects.bulk_update(jobs, JOB_FIELDS)
+        return
+    sql = JOBS_UPDATE.format(
+        assignments=", ".join(f"{f} = v.{f}" for f in JOB_FIELDS),
+        arrays=", ".join(f"%s::{t}[]" for _, t in JOB_COLUMNS),
+        fields=", ".join(JOB_FIELDS),
+    )
+    columns = [[job.pk for job in jobs]]
+    for field in JOB_FIELDS:
+        values = [getattr(job, field) for job in jobs]
+        columns.append([json.dumps(v) for v in values] if field == "labels" else values)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [timezone.now(), *columns])
+
+
+def job_ids_ensure(keys: Iterable[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    """(cluster id, external id) -> job id, creating the jobs not known yet (no lock on known ones)."""
+    keys = set(keys)
+    return ids_ensure(Job, "external_id", keys) if keys else {}
+
+
+def jobs_apply(
+    records: Sequence[JobRecord], models: dict[int, str], cluster_ids: dict[str, int], *, create_projects: bool
+) -> None:
+    """Merge job records into their jobs (later facts win; an end time is never erased), and give a job
+    that has no GPU model yet the one its samples ran on (`models`: job id -> model). `create_projects`: a
+    record naming an unknown team and project creates them (an operator's import, never the API)."""
+    keys = {(cluster_ids[r.cluster], r.job_id) for r in records}
+    unnamed = _unnamed_jobs(models) if models else set()
+    if not keys and not unnamed:
+        return
+    ids = job_ids_ensure(keys)
+    # One acquisition, in id order, for every job this batch changes.
+    locked = Job.objects.select_for_update(no_key=True).filter(pk__in={*ids.values(), *unnamed}).order_by("pk")
+    jobs = {job.pk: job for job in locked}
+    before = {pk: _job_values(job) for pk, job in jobs.items()}
+    project_id = project_ids_resolver(create=create_projects)
+    for rec in records:
+        job = jobs[ids[(cluster_ids[rec.cluster], rec.job_id)]]
+        _merge_job(job, rec, project_id(rec.project, rec.team, rec.cluster))
+    for pk, model in models.items():
+        if pk in jobs and not jobs[pk].gpu_model:
+            jobs[pk].gpu_model = model
+    # A collector repeats a running job's record every scrape; rewriting unchanged rows is most of the cost.
+    changed = [job for pk, job in jobs.items() if _job_values(job) != before[pk]]
+    if changed:
+        _jobs_update(changed)
+        times = (JOB_FIELDS.index("start_time"), JOB_FIELDS.index("end_time"))
+        job_days_mark(
+            (job.pk, job.cluster_id, _earliest(job.start_time, before[job.pk][times[0]]),
+             _latest(job.end_time, before[job.pk][times[1]]))
+            for job in changed
+        )  # fmt: skip
+
+
+def _earliest(*moments):
+    known = [m for m in moments if m is not None]
+    return min(known) if known else None
+
+
+def _latest(*moments):
+    return None if any(m is None for m in moments) else max(moments)
