@@ -8,6 +8,7 @@ PostgreSQL and a real broker.
 import secrets
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -107,7 +108,7 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = env_str("DATABASE_URL")
-DATABASES = {
+DATABASES: dict[str, dict[str, Any]] = {
     "default": database_from_url(DATABASE_URL)
     if DATABASE_URL
     else {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "governance.sqlite3", "OPTIONS": {"timeout": 30}}

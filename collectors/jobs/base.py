@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 
 class JobMapper(Protocol):
@@ -11,9 +12,10 @@ class JobMapper(Protocol):
     def job_of(self, pid: int) -> str | None: ...
 
 
-MAPPERS: dict[str, type] = {}
+MAPPERS: dict[str, Callable[..., JobMapper]] = {}
+M = TypeVar("M", bound=JobMapper)
 
 
-def register(cls: type) -> type:
+def register(cls: type[M]) -> type[M]:
     MAPPERS[cls.name] = cls
     return cls

@@ -33,6 +33,7 @@ from governance.dashboard.forecasts import forecast_panel
 from governance.dashboard.tables import Table, groups_table, jobs_table, table_csv
 from governance.efficiency.selectors import findings_visible
 from governance.lib.months import Month
+from governance.org.auth import signed_in_user
 from governance.org.models import Team
 from governance.org.selectors import can_see_team, can_see_team_detail, teams_visible
 
@@ -54,9 +55,10 @@ def last_complete_month() -> Month:
 @login_required
 def month_home(request: HttpRequest) -> HttpResponse:
     """Finance and admins get every team; anyone else goes to their own team's month."""
-    if request.user.sees_all_costs:
+    user = signed_in_user(request)
+    if user.sees_all_costs:
         return finance_month(request)
-    team = teams_visible(user=request.user).first()
+    team = teams_visible(user=user).first()
     if team is None:
         raise Http404("You belong to no team.")
     return redirect(f"{reverse('costs:team', args=[team.slug])}?month={_month(request)}")
@@ -70,7 +72,7 @@ def _finance_context(month: Month) -> dict:
     has_rows = month_has_rows(month)
     return {
         "month": month,
-        "rows": [(c, slugs.get(c.team_id)) for c in charges],
+        "rows": [(c, slugs.get(c.team_id) if c.team_id is not None else None) for c in charges],
         "total": sum((c.cost for c in charges), ZERO),
         "gpu_hours": sum((c.gpu_hours for c in charges), ZERO),
         "currency": charges[0].currency if charges else settings.GOVERNANCE_DEFAULT_CURRENCY,
@@ -93,7 +95,7 @@ def finance_month(request: HttpRequest) -> HttpResponse:
 def _team(request: HttpRequest, slug: str, *, detail: bool) -> Team:
     team = get_object_or_404(Team, slug=slug)
     allowed = can_see_team_detail if detail else can_see_team
-    if not allowed(user=request.user, team=team):
+    if not allowed(user=signed_in_user(request), team=team):
         raise Http404("No such team.")
     return team
 
@@ -127,7 +129,7 @@ def team_tables(team: Team, month: Month) -> dict[str, Table]:
 def team_month(request: HttpRequest, slug: str) -> HttpResponse:
     team = _team(request, slug, detail=False)
     month = _month(request)
-    detail = can_see_team_detail(user=request.user, team=team)
+    detail = can_see_team_detail(user=signed_in_user(request), team=team)
     breakdown = team_breakdown(month=month, team_id=team.pk)
     budget = Budget.objects.filter(team=team, month=month.start.date()).first()
     context = {
@@ -151,7 +153,7 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
         context["gauge"] = budget_gauge(breakdown.cost, budget.amount, budget.currency, thresholds)
     if detail:
         trend = [(str(m), cost, idle) for m, cost, idle in team_trend(month=month, team_id=team.pk)]
-        findings = findings_visible(user=request.user, team=team.slug, state="open")
+        findings = findings_visible(user=signed_in_user(request), team=team.slug, state="open")
         context.update(
             by_project=cost_by("project", breakdown.by_project, breakdown.currency),
             by_model=cost_by("GPU model", breakdown.by_model, breakdown.currency),
@@ -178,7 +180,7 @@ def team_table_csv(request: HttpRequest, slug: str, table: str) -> StreamingHttp
 @login_required
 def team_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     team = get_object_or_404(Team, slug=slug)
-    if not can_see_team_detail(user=request.user, team=team):
+    if not can_see_team_detail(user=signed_in_user(request), team=team):
         raise Http404("No such team.")
     month = _month(request)
     response = StreamingHttpResponse(focus_csv(month=month, team_ids=[team.pk]), content_type="text/csv")
@@ -189,7 +191,7 @@ def team_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
 @login_required
 def close_month(request: HttpRequest, month: str) -> HttpResponse:
     """GET: what closing will freeze (each team's total, the month's total, the reconciliation); POST: close."""
-    if not request.user.sees_all_costs:
+    if not signed_in_user(request).sees_all_costs:
         raise PermissionDenied("Only finance closes a month.")
     try:
         parsed = Month.parse(month)
@@ -204,7 +206,7 @@ def close_month(request: HttpRequest, month: str) -> HttpResponse:
         messages.error(request, NOTHING_TO_CLOSE.format(month=parsed))
         return redirect(f"{reverse('costs:month')}?month={month}")
     try:
-        statement_close(month=parsed, user=request.user)
+        statement_close(month=parsed, user=signed_in_user(request))
     except ValidationError as exc:
         messages.error(request, "; ".join(exc.messages))
     else:
@@ -215,7 +217,7 @@ def close_month(request: HttpRequest, month: str) -> HttpResponse:
 @login_required
 def unattributed_month(request: HttpRequest) -> HttpResponse:
     """Finance and admins: what the month billed to no team, largest first, with the mapping that would fix it."""
-    if not request.user.sees_all_costs:
+    if not signed_in_user(request).sees_all_costs:
         raise PermissionDenied("Only finance and admins see what no team was billed.")
     month = _month(request)
     rows = unattributed(month=month)

@@ -25,6 +25,7 @@ from governance.efficiency.rules import RULES
 from governance.efficiency.services import FindingStateError, finding_state_set
 from governance.efficiency.summary import gib
 from governance.fleet.models import Cluster
+from governance.org.auth import signed_in_user
 from governance.org.selectors import teams_led
 
 CLUSTER_DAYS = 7
@@ -38,7 +39,7 @@ UNKNOWN_STATE = "state: choose acknowledged, dismissed, resolved or open"
 
 @login_required
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    job = selectors.job_visible(user=request.user, pk=pk)
+    job = selectors.job_visible(user=signed_in_user(request), pk=pk)
     if job is None:
         raise Http404("No such job.")
     points = [
@@ -51,7 +52,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         )
         for row in selectors.job_gpu_timeline(job=job)
     ]
-    findings = findings_ordered(selectors.findings_visible(user=request.user, job=str(job.pk)))
+    findings = findings_ordered(selectors.findings_visible(user=signed_in_user(request), job=str(job.pk)))
     charges = job_charges(job_id=job.pk)
     peaks = [p.mem_gib for p in points if p.mem_gib is not None]
     context = {
@@ -72,7 +73,7 @@ FILTERS = ("team", "rule", "state", "job", "mine")
 
 def _findings_filters(request: HttpRequest) -> dict:
     """The page's filters, the API's (team, rule, state, job, mine), each bounded; state defaults to live."""
-    query = {k: v.replace("\x00", "")[:200] for k, v in request.GET.items()}  # PostgreSQL text cannot hold a NUL
+    query = {k: str(v).replace("\x00", "")[:200] for k, v in request.GET.items()}  # PostgreSQL text cannot hold a NUL
     return {
         "team": query.get("team") or None,
         "rule": query.get("rule") if query.get("rule") in RULES else None,
@@ -86,7 +87,7 @@ def _findings_filters(request: HttpRequest) -> dict:
 def findings_list(request: HttpRequest) -> HttpResponse:
     """Findings grouped by job, jobs by their biggest saving, JOBS_PER_PAGE jobs a page, with the counts."""
     chosen = _findings_filters(request)
-    findings = selectors.findings_visible(user=request.user, **chosen)
+    findings = selectors.findings_visible(user=signed_in_user(request), **chosen)
     jobs = findings.values("job_id").annotate(top=Max("savings")).order_by("-top", "job_id")
     pages = Paginator(jobs, JOBS_PER_PAGE)
     page = pages.get_page(request.GET.get("page"))
@@ -97,7 +98,7 @@ def findings_list(request: HttpRequest) -> HttpResponse:
         "page": page,
         "count": findings.count(),
         "jobs_count": pages.count,
-        "teams": teams_led(user=request.user),
+        "teams": teams_led(user=signed_in_user(request)),
         "rules": [(r, title(r)) for r in RULES],
         "states": STATES,
         "selected": {**{k: v or "" for k, v in chosen.items()}},
@@ -111,15 +112,16 @@ def findings_list(request: HttpRequest) -> HttpResponse:
 @require_POST
 def findings_bulk(request: HttpRequest) -> HttpResponse:
     """Acknowledge or dismiss the ticked findings the user may see; says how many changed and why others did not."""
+    user = signed_in_user(request)
     ids = [int(i) for i in request.POST.getlist("ids") if i.isascii() and i.isdigit()][:BULK_LIMIT]
-    visible = set(selectors.findings_visible(user=request.user).filter(pk__in=ids).values_list("pk", flat=True))
+    visible = set(selectors.findings_visible(user=user).filter(pk__in=ids).values_list("pk", flat=True))
     dismiss = request.POST.get("state") == "dismissed"
     changed, problems = 0, set()
     for pk in sorted(visible):
         try:
             state = Finding.State.DISMISSED if dismiss else Finding.State.ACKNOWLEDGED
             reason = request.POST.get("reason", "")[:2000]
-            finding_state_set(finding_id=pk, user=request.user, state=state, reason=reason)
+            finding_state_set(finding_id=pk, user=user, state=state, reason=reason)
             changed += 1
         except FindingStateError as exc:
             problems.add(str(exc))
@@ -136,13 +138,14 @@ def findings_bulk(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def finding_state(request: HttpRequest, pk: int) -> HttpResponse:
-    if not selectors.findings_visible(user=request.user).filter(pk=pk).exists():
+    user = signed_in_user(request)
+    if not selectors.findings_visible(user=user).filter(pk=pk).exists():
         raise Http404("No such finding.")
     state = request.POST.get("state", "")
     try:
         if state not in PAGE_STATES:
             raise FindingStateError(UNKNOWN_STATE)
-        finding_state_set(finding_id=pk, user=request.user, state=state, reason=request.POST.get("reason", "")[:2000])
+        finding_state_set(finding_id=pk, user=user, state=state, reason=request.POST.get("reason", "")[:2000])
     except FindingStateError as exc:
         messages.error(request, str(exc))
     back = request.POST.get("next", "")
@@ -165,7 +168,7 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
         "utilisation": 100 * sum(h.used_gpu_hours for h in hours) / capacity if capacity else None,
         "idle_gpu_hours": sum(h.idle_gpu_hours for h in hours),
         "target": settings.GOVERNANCE_CLUSTER_TARGET_UTIL_PERCENT,
-        "top_jobs": selectors.cluster_top_jobs(user=request.user, cluster_id=cluster.pk),
+        "top_jobs": selectors.cluster_top_jobs(user=signed_in_user(request), cluster_id=cluster.pk),
         "days": CLUSTER_DAYS,
     }
     return render(request, "efficiency/cluster.html", context)

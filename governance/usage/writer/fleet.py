@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
@@ -77,7 +78,7 @@ GPU_FACTS_NEWER = """UPDATE SET
 
 def _gpus_upsert(
     gpus: Sequence[GpuFacts], cluster_ids: dict[str, int], node_ids: dict, *, facts: bool
-) -> tuple[str, list[object]]:
+) -> tuple[str, list[Any]]:
     """One statement for the batch's GPUs, in (cluster, uuid) order, and its parameters: insert the new ones;
     with `facts`, also fold the batch's facts into the known ones (a later sample's facts win)."""
     postgres = connection.vendor == "postgresql"

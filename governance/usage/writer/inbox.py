@@ -51,7 +51,9 @@ def inbox_insert(
             cursor.execute(
                 INBOX_INSERT, [batch_id, collector, source, format, body, body_sha256, record_count, timezone.now()]
             )
-            return cursor.fetchone()[0]
+            row = cursor.fetchone()
+            assert row is not None  # INSERT ... RETURNING returns the row it wrote
+            return row[0]
     except psycopg.IntegrityError as exc:
         raise IntegrityError(str(exc)) from exc
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
@@ -80,7 +81,7 @@ def _jobs_update(jobs: list[Job]) -> None:
         arrays=", ".join(f"%s::{t}[]" for _, t in JOB_COLUMNS),
         fields=", ".join(JOB_FIELDS),
     )
-    columns = [[job.pk for job in jobs]]
+    columns: list[list[Any]] = [[job.pk for job in jobs]]
     for field in JOB_FIELDS:
         values = [getattr(job, field) for job in jobs]
         columns.append([json.dumps(v) for v in values] if field == "labels" else values)

@@ -3,7 +3,8 @@ looking up and creating rows by natural key, and running several statements in o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from django.db import connection
 
@@ -59,7 +60,7 @@ SQLITE_TERMS = {
 }
 
 
-def execute_in_turn(statements: Sequence[str], params: dict[str, object] | None = None) -> None:
+def execute_in_turn(statements: Sequence[str], params: Mapping[str, Any] | None = None) -> None:
     """Run `statements` in order with the same named parameters: on PostgreSQL in one round trip (a
     client-side-bound execute takes several statements), on SQLite, which takes one, one by one."""
     with connection.cursor() as cursor:

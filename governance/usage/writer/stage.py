@@ -41,6 +41,7 @@ def samples_stage(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: l
         cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {HOUR_STAGE} ({', '.join(HOUR_COLUMNS)})")
         cursor.execute(f"DELETE FROM {STAGE}")
         cursor.execute(f"DELETE FROM {HOUR_STAGE}")
+        assert not isinstance(rows, memoryview)  # binary COPY rows are PostgreSQL's; SQLite's inbox holds JSON
         marks = ", ".join(["%s"] * len(SAMPLE_COLUMNS))
         adapt = connection.ops.adapt_datetimefield_value
         cursor.executemany(
