@@ -1,3 +1,5 @@
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 
@@ -20,8 +22,9 @@ class ApiTokenAddForm(forms.ModelForm):
     def clean_clusters(self) -> list[str]:
         return sorted({c.strip() for c in (self.cleaned_data.get("clusters") or "").split(",") if c.strip()})
 
-    def clean(self) -> dict:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         user, scope = data.get("user"), data.get("scope")
         try:
             if user is not None and scope:

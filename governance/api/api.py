@@ -25,13 +25,14 @@ from governance.api.services import (
     snapshot,
 )
 from governance.api.viewsets import ApiReadOnlyViewSet, VisibleQuerysetMixin
+from governance.org.auth import signed_in_user
 from governance.org.models import User
 
 MAX_TOKEN_CLUSTERS = 1000
 
 
 class TokenSerializer(serializers.ModelSerializer):
-    user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    user: "serializers.SlugRelatedField[User]" = serializers.SlugRelatedField(slug_field="username", read_only=True)
     clusters = serializers.ListField(
         child=serializers.RegexField(
             CLUSTER_NAME, max_length=MAX_CLUSTER_NAME, error_messages={"invalid": CLUSTER_NAME_RULE}
@@ -115,24 +116,22 @@ class TokenViewSet(
         serializer = TokenSerializer(data=request.data, context=self.get_serializer_context())
         serializer.is_valid(raise_exception=True)
         via = request.auth if isinstance(request.auth, ApiToken) else None
+        user = signed_in_user(request)
         with transaction.atomic():
-            token, raw = api_token_create(user=request.user, **serializer.validated_data)
+            token, raw = api_token_create(user=user, **serializer.validated_data)
             changes = {k: [None, v] for k, v in snapshot(token).items() if k != "key_hash"}
-            audit_entry_record(
-                actor=request.user, token=via, action=AuditEntry.Action.CREATE, instance=token, changes=changes
-            )
-        token.token = raw
-        return Response(NewTokenSerializer(token).data, status=status.HTTP_201_CREATED)
+            audit_entry_record(actor=user, token=via, action=AuditEntry.Action.CREATE, instance=token, changes=changes)
+        return Response({**TokenSerializer(token).data, "token": raw}, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={204: None})
     def destroy(self, request: Request, pk: str | None = None) -> Response:
         via = request.auth if isinstance(request.auth, ApiToken) else None
-        api_token_revoke(token=self.get_object(), actor=request.user, via=via)
+        api_token_revoke(token=self.get_object(), actor=signed_in_user(request), via=via)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class AuditEntrySerializer(serializers.ModelSerializer):
-    token = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    token: "serializers.SlugRelatedField[ApiToken]" = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = AuditEntry

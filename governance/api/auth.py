@@ -70,7 +70,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         return self.keyword
 
 
-SCOPES_GRANTING = {
+SCOPES_GRANTING: dict[str, set[str]] = {
     ApiToken.Scope.INGEST: {ApiToken.Scope.INGEST, ApiToken.Scope.ADMIN},
     ApiToken.Scope.READ: {ApiToken.Scope.READ, ApiToken.Scope.WRITE, ApiToken.Scope.ADMIN},
     ApiToken.Scope.WRITE: {ApiToken.Scope.WRITE, ApiToken.Scope.ADMIN},

@@ -1,5 +1,7 @@
 """One error shape for the whole API: {"error": {"code", "message", "details"}}."""
 
+from typing import Any
+
 from django.db.models import ProtectedError
 from rest_framework import status
 from rest_framework.response import Response
@@ -8,10 +10,10 @@ from rest_framework.views import exception_handler as drf_exception_handler
 PROTECTED = "Other rows still refer to this object; remove or move them first."
 
 
-def exception_handler(exc, context):
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ProtectedError):
-        details = sorted({str(obj._meta.verbose_name_plural) for obj in exc.protected_objects})
-        return error_response(status.HTTP_409_CONFLICT, "protected", PROTECTED, details)
+        protected = sorted({str(obj._meta.verbose_name_plural) for obj in exc.protected_objects})
+        return error_response(status.HTTP_409_CONFLICT, "protected", PROTECTED, protected)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -11,7 +11,7 @@ from governance.lib.ranges import year_problem
 class BoundedDateTimeField(serializers.DateTimeField):
     """ISO 8601 in UTC, within the years any usage can be from (1970-2199); never an overflow (a 500)."""
 
-    def to_internal_value(self, value: object) -> datetime:
+    def to_internal_value(self, value: datetime | str) -> datetime:
         try:
             moment = super().to_internal_value(value)
         except OverflowError:

@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 
 from governance.api.auth import HasIngestScope, HasReadScope, token_allows
 from governance.api.models import ApiToken
+from governance.org.models import User
 
 __all__ = [
     "AdminOnly",
@@ -39,14 +40,14 @@ class AdminWrites(permissions.BasePermission):
     message = "Only platform admins may change this."
 
     def has_permission(self, request: Request, view: APIView) -> bool:
-        return _reading(request) or request.user.is_platform_admin
+        return _reading(request) or (isinstance(request.user, User) and request.user.is_platform_admin)
 
 
 class FinanceWrites(permissions.BasePermission):
     message = "Only finance and platform admins may change this."
 
     def has_permission(self, request: Request, view: APIView) -> bool:
-        return _reading(request) or request.user.sees_all_costs
+        return _reading(request) or (isinstance(request.user, User) and request.user.sees_all_costs)
 
 
 class VisibleRowWrites(permissions.BasePermission):

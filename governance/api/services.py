@@ -18,7 +18,10 @@ NAME_TAKEN = "You already have a token with this name."
 EXPIRY_PAST = "The expiry must be in the future."
 EXPIRY_TOO_FAR = "A token may live at most {days} days; pick an expiry before {latest:%Y-%m-%d %H:%M} UTC."
 # Scopes only a platform admin may hold: an admin token mints tokens, an ingest token writes usage of any team.
-ADMIN_ONLY_SCOPES = {ApiToken.Scope.ADMIN: ADMIN_SCOPE_FOR_ADMINS, ApiToken.Scope.INGEST: INGEST_SCOPE_FOR_ADMINS}
+ADMIN_ONLY_SCOPES: dict[str, str] = {
+    ApiToken.Scope.ADMIN: ADMIN_SCOPE_FOR_ADMINS,
+    ApiToken.Scope.INGEST: INGEST_SCOPE_FOR_ADMINS,
+}
 
 
 class TokenRefused(ValueError):
@@ -65,7 +68,12 @@ def api_token_create(
     expiry = api_token_expiry(expires_at=expires_at, now=now)
     raw = ApiToken.generate()
     token = ApiToken.objects.create(
-        user=user, name=name, scope=scope, prefix=raw[:10], key_hash=hash_token(raw), clusters=clusters,
+        user=user,
+        name=name,
+        scope=scope,
+        prefix=raw[:10],
+        key_hash=hash_token(raw),
+        clusters=clusters,
         expires_at=expiry,
     )
     return token, raw

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 
 from governance.efficiency.models import LIVE_STATES, Finding
 
@@ -92,7 +93,7 @@ class Advice:
     rule: str
     title: str
     advice: str
-    saving: object
+    saving: Decimal
     currency: str
 
 
@@ -117,10 +118,7 @@ def leading_advice(*, job_ids: Iterable[int]) -> dict[int, Advice]:
     ):
         if f.job_id not in best or _rank(f) < _rank(best[f.job_id]):
             best[f.job_id] = f
-    return {
-        job_id: Advice(f.pk, f.rule, title(f.rule), f.advice, f.savings, f.currency)
-        for job_id, f in best.items()
-    }
+    return {job_id: Advice(f.pk, f.rule, title(f.rule), f.advice, f.savings, f.currency) for job_id, f in best.items()}
 
 
 def group_by_job(findings: Iterable[Finding]) -> list[tuple[object, list[Finding]]]:

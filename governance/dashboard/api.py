@@ -14,6 +14,7 @@ from governance.api.auth import HasReadScope
 from governance.dashboard.me import my_month
 from governance.lib.money import to_cents
 from governance.lib.months import Month
+from governance.org.auth import signed_in_user
 
 
 class MonthParam(serializers.Serializer):
@@ -64,7 +65,7 @@ class MyMonthView(APIView):
         query.is_valid(raise_exception=True)
         text = query.validated_data.get("month")
         month = Month.parse(text) if text else Month.of(timezone.now())
-        mine = my_month(user=request.user, month=month)
+        mine = my_month(user=signed_in_user(request), month=month)
         jobs = []
         for j in mine.jobs:
             a = mine.advice.get(j.job_pk)

@@ -135,7 +135,7 @@ def overview_charts(f: Filters, user: User) -> tuple[list[Chart], dict]:
     return charts, headline
 
 
-def _money_scope(user: User, team: Team | None) -> tuple[list[int | None] | None, dict]:
+def _money_scope(user: User, team: Team | None) -> tuple[list[int] | None, dict]:
     """(team ids whose totals the user may see, the jobs' scope for job lists) for the overview's money.
 
     Finance and admins with no team chosen: every row, the unallocated line included. Leads: their teams' jobs;
@@ -145,7 +145,7 @@ def _money_scope(user: User, team: Team | None) -> tuple[list[int | None] | None
     visible = teams_visible(user=user)
     if team is not None:
         visible = visible.filter(pk=team.pk)
-    ids: list[int | None] = list(visible.values_list("pk", flat=True))
+    ids = list(visible.values_list("pk", flat=True))
     led = teams_led(user=user).filter(pk__in=ids)
     if user.sees_all_costs or led.exists():
         return ids, {"team_ids": list(led.values_list("pk", flat=True))}

@@ -122,8 +122,9 @@ def filters_parse(*, query: Mapping[str, str], user: User, now: datetime | None 
     start = _day("start", query.get("start", ""), errors)
     last = _day("end", query.get("end", ""), errors)
     custom = start is not None or last is not None
-    if custom and not query.get("month"):
-        month = Month.of(start or last)
+    first = start or last
+    if first is not None and not query.get("month"):
+        month = Month.of(first)
     start = start or month.start
     end = last + timedelta(days=1) if last else (month.end if start < month.end else start + timedelta(days=31))
     if end <= start:

@@ -10,6 +10,12 @@ PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.mi
 STATIC_PATH = "vendor/plotly.min.js"
 
 
+class VendorStorage(FileSystemStorage):
+    """collectstatic copies a storage's files under its `prefix`."""
+
+    prefix = "vendor"
+
+
 class PlotlyFinder(BaseFinder):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -25,6 +31,5 @@ class PlotlyFinder(BaseFinder):
 
     def list(self, ignore_patterns):
         # collectstatic copies the file under the name pages link to.
-        storage = FileSystemStorage(location=str(PLOTLY_JS.parent))
-        storage.prefix = "vendor"
+        storage = VendorStorage(location=str(PLOTLY_JS.parent))
         yield PLOTLY_JS.name, storage

@@ -7,9 +7,11 @@ utilisation is shown to everyone signed in.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import Count, F, FloatField, Max, Q, QuerySet, Sum
 from django.db.models.functions import Cast, NullIf, TruncDay, TruncHour
@@ -85,11 +87,11 @@ def _team_name(name: str | None) -> str:
 
 def cluster_utilisation(*, start: datetime, end: datetime, cluster_id: int | None = None) -> list[UtilisationHour]:
     """Per hour: utilisation-weighted GPU-hours (mean SM of each GPU) and capacity (GPUs reporting)."""
-    rows = GpuHour.objects.filter(hour__gte=start, hour__lt=end, samples__gt=0)
+    hours = GpuHour.objects.filter(hour__gte=start, hour__lt=end, samples__gt=0)
     if cluster_id is not None:
-        rows = rows.filter(gpu__cluster_id=cluster_id)
+        hours = hours.filter(gpu__cluster_id=cluster_id)
     rows = (
-        rows.values("hour")
+        hours.values("hour")
         .annotate(used=Sum(F("sm_sum") / Cast(NullIf("sm_samples", 0), FloatField()) / 100.0), capacity=Count("id"))
         .order_by("hour")
     )
@@ -106,11 +108,11 @@ def team_idle(
     *, user: User, start: datetime, end: datetime, cluster_id: int | None = None, team: Team | None = None
 ) -> list[TeamIdle]:
     """Per visible team: GPU-hours its jobs held while idle, of the GPU-hours observed."""
-    rows = JobGpuHour.objects.filter(_team_jobs_q(user, team, "job__"), hour__gte=start, hour__lt=end, samples__gt=0)
+    hours = JobGpuHour.objects.filter(_team_jobs_q(user, team, "job__"), hour__gte=start, hour__lt=end, samples__gt=0)
     if cluster_id is not None:
-        rows = rows.filter(job__cluster_id=cluster_id)
+        hours = hours.filter(job__cluster_id=cluster_id)
     rows = (
-        rows.values("job__project__team__name")
+        hours.values("job__project__team__name")
         .annotate(idle=Sum(Cast("idle_samples", FloatField()) / Cast("samples", FloatField())), hours=Count("id"))
         .order_by("job__project__team__name")
     )
@@ -128,6 +130,7 @@ def queue_waits(
         jobs = jobs.filter(cluster_id=cluster_id)
     waits: dict[str, list[float]] = defaultdict(list)
     for name, submitted, started in jobs.values_list("project__team__name", "submit_time", "start_time"):
+        assert submitted is not None and started is not None  # the filter above asks for both
         waits[_team_name(name)].append(max((started - submitted).total_seconds(), 0.0) / 60)
     return dict(sorted(waits.items()))
 
@@ -162,7 +165,7 @@ def jobs_top_waste(
     jobs = Job.objects.select_related("cluster", "project__team").in_bulk([r["job_id"] for r in ranked])
     # The idle time's money is the ledger's (each day at its own rate, a MIG slice at its fraction), never more
     # than the job's bill for the range.
-    ledger = {
+    ledger: dict[int, Mapping[str, Any]] = {
         row["job_id"]: row
         for row in Charge.objects.filter(
             kind=Charge.Kind.USAGE, job_id__in=list(jobs), period_start__gte=start, period_start__lt=end

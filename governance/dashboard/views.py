@@ -22,6 +22,7 @@ from governance.dashboard.me import my_month
 from governance.dashboard.tables import jobs_table
 from governance.lib.months import Month
 from governance.lib.text import csv_safe
+from governance.org.auth import signed_in_user
 from governance.org.models import User
 from governance.org.selectors import job_visibility_filter, teams_led, teams_visible
 from governance.usage.models import Job
@@ -32,10 +33,11 @@ REFRESH_S = 300
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
-    f = filters_parse(query=request.GET, user=request.user)
-    charts, headline = overview_charts(f, request.user)
-    context = {"f": f, "charts": charts, **headline, "forecast": _overview_forecast(f, request.user)}
-    context["footprint"] = footprint_panel(month=f.month, team_ids=_overview_teams(f, request.user))
+    user = signed_in_user(request)
+    f = filters_parse(query=request.GET, user=user)
+    charts, headline = overview_charts(f, user)
+    context = {"f": f, "charts": charts, **headline, "forecast": _overview_forecast(f, user)}
+    context["footprint"] = footprint_panel(month=f.month, team_ids=_overview_teams(f, user))
     return render(request, "dashboard/overview.html", context)
 
 
@@ -47,6 +49,7 @@ def _overview_teams(f: Filters, user: User) -> list[int] | None:
 
 def _overview_forecast(f: Filters, user: User) -> dict | None:
     """The month-end forecast of the teams the page shows (the team filter, else every team the user may see)."""
+    ids: list[int] | None
     if f.team is not None:
         ids, name = [f.team.pk], f.team.name
     else:
@@ -57,17 +60,19 @@ def _overview_forecast(f: Filters, user: User) -> dict | None:
 
 @login_required
 def heatmap(request: HttpRequest) -> HttpResponse:
-    f = filters_parse(query=request.GET, user=request.user)
+    user = signed_in_user(request)
+    f = filters_parse(query=request.GET, user=user)
     cluster = f.cluster or (f.clusters.first() if f.clusters is not None else None)
-    charts = [heatmap_chart(f, cluster, request.user)] if cluster is not None else []
+    charts = [heatmap_chart(f, cluster, user)] if cluster is not None else []
     context = {"f": f, "cluster": cluster, "charts": charts, "ranges": RELATIVE_RANGES, "refresh": REFRESH_S}
     return render(request, "dashboard/heatmap.html", context)
 
 
 @login_required
 def chargeback_csv(request: HttpRequest) -> StreamingHttpResponse:
-    f = filters_parse(query=request.GET, user=request.user)
-    charges = selectors.team_charges(user=request.user, months=f.months, team=f.team)
+    user = signed_in_user(request)
+    f = filters_parse(query=request.GET, user=user)
+    charges = selectors.team_charges(user=user, months=f.months, team=f.team)
     charges = [replace(c, team=csv_safe(c.team)) for c in charges]
     response = StreamingHttpResponse(team_month_csv(charges), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="chargeback-{f.months[0]}-to-{f.months[-1]}.csv"'
@@ -83,7 +88,7 @@ class LoginView(auth_views.LoginView):
 
     def get_success_url(self) -> str:
         url = super().get_success_url()
-        if url in ("", "/", resolve_url(settings.LOGIN_REDIRECT_URL)) and is_engineer(self.request.user):
+        if url in ("", "/", resolve_url(settings.LOGIN_REDIRECT_URL)) and is_engineer(signed_in_user(self.request)):
             return reverse("dashboard:me")
         return url
 
@@ -98,7 +103,7 @@ def _month(request: HttpRequest) -> Month:
 @login_required
 def me(request: HttpRequest) -> HttpResponse:
     month = _month(request)
-    mine = my_month(user=request.user, month=month)
+    mine = my_month(user=signed_in_user(request), month=month)
     context = {
         "month": month, "mine": mine, "previous": month.previous(),
         "next": month.next() if month.end <= timezone.now() else None,
@@ -113,7 +118,8 @@ def job_search(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").replace("\x00", "").strip()[:200]
     jobs = []
     if q:
-        visible = Job.objects.filter(job_visibility_filter(user=request.user)).select_related("cluster", "project")
+        user = signed_in_user(request)
+        visible = Job.objects.filter(job_visibility_filter(user=user)).select_related("cluster", "project")
         exact = list(visible.filter(external_id=q)[:SEARCH_LIMIT])
         jobs = exact or list(visible.filter(external_id__startswith=q).order_by("-start_time")[:SEARCH_LIMIT])
         if len(jobs) == 1:

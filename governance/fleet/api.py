@@ -25,7 +25,7 @@ class ClusterSerializer(serializers.ModelSerializer):
 
 
 class NodeSerializer(serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster: "serializers.SlugRelatedField[Cluster]" = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = Node
@@ -33,8 +33,8 @@ class NodeSerializer(serializers.ModelSerializer):
 
 
 class GpuSerializer(serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    node = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster: "serializers.SlugRelatedField[Cluster]" = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    node: "serializers.SlugRelatedField[Node]" = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = Gpu

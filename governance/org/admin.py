@@ -6,7 +6,7 @@ from governance.org.models import Membership, Project, ProjectMapping, Team, Use
 
 @admin.register(User)
 class GovernanceUserAdmin(UserAdmin):
-    fieldsets = (*UserAdmin.fieldsets, ("Governance", {"fields": ("role",)}))
+    fieldsets = (*(UserAdmin.fieldsets or ()), ("Governance", {"fields": ("role",)}))
     list_display = ("username", "email", "role", "is_active")
     list_filter = ("role", "is_active")
 

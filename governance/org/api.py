@@ -1,6 +1,8 @@
 """Teams, projects, memberships and project mappings: readable as the selectors allow, written by admins."""
 
-from django.db.models import QuerySet
+from typing import cast
+
+from django.db.models import Model, QuerySet
 from django_filters import rest_framework as filters
 from rest_framework import serializers
 
@@ -132,8 +134,8 @@ class ProjectMappingViewSet(ApiModelViewSet):
         super().perform_update(serializer)
         jobs_remap_on_commit(accounts=[before, serializer.instance.value])
 
-    def perform_destroy(self, instance: ProjectMapping) -> None:
-        value = instance.value
+    def perform_destroy(self, instance: Model) -> None:
+        value = cast(ProjectMapping, instance).value  # the queryset holds only mappings
         super().perform_destroy(instance)
         jobs_remap_on_commit(accounts=[value])
 

@@ -13,7 +13,7 @@ from governance.org.models import Membership, Team, User
 from governance.usage.models import Job
 from governance.usage.services import usage_records_import
 
-DEMO_USERS = [
+DEMO_USERS: list[tuple[str, str, str, str | None, str | None]] = [
     # username, password, role, team, membership role
     ("admin", "demo-admin", User.Role.ADMIN, None, None),
     ("finance", "demo-finance", User.Role.FINANCE, None, None),
@@ -22,7 +22,7 @@ DEMO_USERS = [
     ("vision-lead", "demo-lead", User.Role.MEMBER, "vision", Membership.Role.LEAD),
 ]
 CHUNK = 20_000
-ROLE_WORDS = {
+ROLE_WORDS: dict[str, str] = {
     User.Role.ADMIN: "platform admin, sees and changes everything; rate cards and teams under /admin/",
     User.Role.FINANCE: "finance, every team's costs; closes a month and exports it at /costs/",
     Membership.Role.LEAD: "lead of team {team}: the team's month, jobs and findings at /costs/team/{team}/",
@@ -88,10 +88,10 @@ class Command(BaseCommand):
                 user.set_password(password)
                 user.is_staff = user.is_superuser = role == User.Role.ADMIN
                 user.save()
-            if team_slug:
+            if team_slug and member_role:
                 team, _ = Team.objects.get_or_create(slug=team_slug, defaults={"name": team_slug})
                 Membership.objects.get_or_create(user=user, team=team, defaults={"role": member_role})
         self.stdout.write("demo users (username / password: role, and the page to open first):")
         for username, password, role, team_slug, member_role in DEMO_USERS:
-            self.stdout.write(f"  {username} / {password}: {ROLE_WORDS[role if team_slug is None else member_role]}"
+            self.stdout.write(f"  {username} / {password}: {ROLE_WORDS[member_role or role]}"
                               .format(team=team_slug))  # fmt: skip
