@@ -1,6 +1,7 @@
 import logging
 import os
 from fnmatch import fnmatchcase
+from typing import TypedDict
 
 from celery import Celery, bootsteps
 from celery.signals import task_postrun, task_prerun, task_retry, task_success, worker_init
@@ -56,7 +57,15 @@ def transient_errors() -> tuple[type[Exception], ...]:
     return (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
 
 
-def transient_retry() -> dict[str, object]:
+class RetryOptions(TypedDict):
+    autoretry_for: tuple[type[Exception], ...]
+    retry_backoff: int
+    retry_backoff_max: int
+    retry_jitter: bool
+    max_retries: int
+
+
+def transient_retry() -> RetryOptions:
     """Options of a task that retries a transient database error (an outage, a deadlock, a lock it waited for too
     long) with exponential backoff and full jitter: `@shared_task(name=..., **transient_retry())`."""
     from django.conf import settings
@@ -115,7 +124,7 @@ class SweepInboxOnConnect(bootsteps.StartStopStep):
     away) it has the inbox swept at once: the batches a dead worker held unacknowledged, those a restarted broker
     lost and those stored while it was down are processed within seconds, not after the visibility timeout."""
 
-    requires = {"celery.worker.consumer.tasks:Tasks"}
+    requires = ("celery.worker.consumer.tasks:Tasks",)
 
     def start(self, c) -> None:
         if "ingest" not in c.app.amqp.queues.consume_from:

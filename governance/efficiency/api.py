@@ -20,6 +20,7 @@ from governance.efficiency.models import Finding
 from governance.efficiency.rules import RULES
 from governance.efficiency.selectors import findings_visible
 from governance.efficiency.services import FindingStateError, finding_state_set
+from governance.org.auth import signed_in_user
 from governance.org.models import User
 
 
@@ -74,9 +75,14 @@ class FindingListView(VisibleQuerysetMixin, generics.ListAPIView):
     def visible(self, user: User) -> QuerySet[Finding]:
         form = FindingFilter(self.request.query_params, queryset=Finding.objects.none()).form
         chosen = form.cleaned_data if form.is_valid() else {}
-        values = {name: chosen.get(name) or None for name in FindingFilter.base_filters}
-        values["mine"] = bool(values["mine"])
-        return findings_visible(user=user, **values)
+        return findings_visible(
+            user=user,
+            team=chosen.get("team") or None,
+            rule=chosen.get("rule") or None,
+            state=chosen.get("state") or None,
+            job=chosen.get("job") or None,
+            mine=bool(chosen.get("mine")),
+        )
 
 
 class FindingStateView(APIView):
@@ -87,15 +93,15 @@ class FindingStateView(APIView):
 
     @extend_schema(request=StateChange, responses=FindingSerializer)
     def post(self, request: Request, pk: str, format: str | None = None) -> Response:
-        pk = int(pk)
-        if not findings_visible(user=request.user).filter(pk=pk).exists():
+        finding_id, user = int(pk), signed_in_user(request)
+        if not findings_visible(user=user).filter(pk=finding_id).exists():
             return error_response(status.HTTP_404_NOT_FOUND, "not_found", "No such finding.")
         change = StateChange(data=request.data)
         change.is_valid(raise_exception=True)
         try:
             with transaction.atomic():
-                finding = finding_state_set(finding_id=pk, user=request.user, **change.validated_data)
+                finding = finding_state_set(finding_id=finding_id, user=user, **change.validated_data)
                 audit_request_write(request=request, action=AuditEntry.Action.STATE, instance=finding)
         except FindingStateError as exc:
             return error_response(status.HTTP_400_BAD_REQUEST, "invalid", str(exc))
-        return Response(FindingSerializer(findings_visible(user=request.user).get(pk=finding.pk)).data)
+        return Response(FindingSerializer(findings_visible(user=user).get(pk=finding.pk)).data)

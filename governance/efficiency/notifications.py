@@ -76,7 +76,7 @@ def digests_send(*, now: datetime | None = None) -> int:
     by_team: dict[int, list[Finding]] = defaultdict(list)
     for f in live:
         by_user[f.job.user_name].append(f)
-        if f.job.project_id:
+        if f.job.project is not None:
             by_team[f.job.project.team_id].append(f)
     sent = 0
     engineers = User.objects.filter(is_active=True, username__in=list(by_user)).exclude(email="")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, F, Max, QuerySet, Sum
@@ -114,19 +115,20 @@ def _summary(job: Job, by_gpu: dict[int, list[dict]], card, largest, means, now:
                 hours=tuple(sorted((HourStat(**{f: h[f] for f in HOUR_FIELDS}) for h in hours), key=lambda h: h.hour)),
             )
         )
-    running = job.end_time is None
-    if running:
-        last = max((h.hour for g in gpus for h in g.hours), default=job.start_time) + timedelta(hours=1)
-        end = max(min(now, last), job.start_time)
-    else:
-        end = job.end_time
+    start = job.start_time
+    assert start is not None  # job_summaries reads only the jobs that have started
+    end = job.end_time
+    running = end is None
+    if end is None:
+        last = max((h.hour for g in gpus for h in g.hours), default=start) + timedelta(hours=1)
+        end = max(min(now, last), start)
     return JobSummary(
         job_id=job.pk,
         external_id=job.external_id,
         cluster=job.cluster.name,
         gpus_requested=job.gpus,
         gpu_model=job.gpu_model,
-        start=job.start_time,
+        start=start,
         end=end,
         running=running,
         labels=dict(job.labels or {}),
@@ -175,7 +177,7 @@ def job_visible(*, user: User, pk: int) -> Job | None:
     )
 
 
-def job_gpu_timeline(*, job: Job) -> list[dict]:
+def job_gpu_timeline(*, job: Job) -> list[Mapping[str, Any]]:
     """Per GPU and hour: mean SM, peak memory (MiB) and mean power, from the job's rollups."""
     return list(
         JobGpuHour.objects.filter(job=job)
@@ -194,7 +196,7 @@ def job_gpu_timeline(*, job: Job) -> list[dict]:
     )
 
 
-def cluster_hours(*, cluster_id: int, start: datetime, end: datetime) -> list[dict]:
+def cluster_hours(*, cluster_id: int, start: datetime, end: datetime) -> list[Mapping[str, Any]]:
     """Per hour: GPUs reporting, utilisation-weighted GPU-hours and idle GPU-hours, from GpuHour."""
     rows = (
         GpuHour.objects.filter(gpu__cluster_id=cluster_id, hour__gte=start, hour__lt=end, samples__gt=0)
@@ -216,7 +218,7 @@ def cluster_utilisation(*, cluster_id: int, start: datetime, end: datetime) -> f
     return 100 * sum(h["used"] for h in hours) / capacity if capacity else None
 
 
-def cluster_top_jobs(*, user: User, cluster_id: int, limit: int = 10) -> list[dict]:
+def cluster_top_jobs(*, user: User, cluster_id: int, limit: int = 10) -> list[Mapping[str, Any]]:
     return list(
         Finding.objects.filter(job_visibility_filter(user=user, prefix="job__"), job__cluster_id=cluster_id)
         .filter(state__in=LIVE_STATES)

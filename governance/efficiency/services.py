@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from django.conf import settings
 from django.db import transaction
@@ -108,11 +109,11 @@ def findings_evaluate(*, job_ids: Iterable[int], now: datetime | None = None, fi
                         "currency": bill.currency if bill else draft.currency,
                         "advice": draft.advice,
                     }
-                    f = latest.get((summary.job_id, draft.rule))
-                    if f is None:
+                    known = latest.get((summary.job_id, draft.rule))
+                    if known is None:
                         new.append(Finding(job_id=summary.job_id, rule=draft.rule, **values))
-                    elif f.state in LIVE_STATES or not f.resolved_by_rules:
-                        Finding.objects.filter(pk=f.pk).update(**values, updated_at=now)
+                    elif known.state in LIVE_STATES or not known.resolved_by_rules:
+                        Finding.objects.filter(pk=known.pk).update(**values, updated_at=now)
                         result.refreshed += 1
                     else:
                         Finding.objects.filter(pk=f.pk).update(
@@ -251,12 +252,17 @@ def finding_reopen(*, finding_id: int, user: User, reason: str = "") -> Finding:
                    reason=(reason or "").strip())  # fmt: skip
 
 
+class _StateChange(Protocol):
+    def __call__(self, *, finding_id: int, user: User, reason: str) -> Finding: ...
+
+
 def finding_state_set(*, finding_id: int, user: User, state: str, reason: str = "") -> Finding:
     """The one entry point of the API and the pages: the state a person asks for."""
-    change = {
+    changes: dict[str, _StateChange] = {
         Finding.State.ACKNOWLEDGED: finding_acknowledge,
         Finding.State.DISMISSED: finding_dismiss,
         Finding.State.RESOLVED: finding_resolve,
         Finding.State.OPEN: finding_reopen,
-    }[Finding.State(state)]
+    }
+    change = changes[Finding.State(state)]
     return change(finding_id=finding_id, user=user, reason=reason)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import Field, dataclass, fields
 
 from django.conf import settings
 
@@ -40,11 +40,18 @@ def setting_name(field_name: str) -> str:
     return "GOVERNANCE_IDLE_SM_PERCENT" if field_name == "idle_sm_percent" else PREFIX + field_name.upper()
 
 
+def _default(f: Field[float]) -> float:
+    assert isinstance(f.default, int | float)  # every threshold has a number for its default
+    return float(f.default)
+
+
 def thresholds_from_settings() -> Thresholds:
-    return Thresholds(**{f.name: float(getattr(settings, setting_name(f.name), f.default)) for f in fields(Thresholds)})
+    return Thresholds(
+        **{f.name: float(getattr(settings, setting_name(f.name), _default(f))) for f in fields(Thresholds)}
+    )
 
 
 def thresholds_in_force() -> list[tuple[str, float, float]]:
     """(setting, value in force, design default) for every threshold: what the admin page lists."""
     current = thresholds_from_settings()
-    return [(setting_name(f.name), getattr(current, f.name), float(f.default)) for f in fields(Thresholds)]
+    return [(setting_name(f.name), getattr(current, f.name), _default(f)) for f in fields(Thresholds)]

@@ -45,7 +45,7 @@ class InProcessScheduler:
         self.entries = []
         for name, spec in beat_schedule.items():
             sched = as_schedule(spec["schedule"])
-            sched.nowfun = timezone.now
+            sched.nowfun = timezone.now  # type: ignore[attr-defined]  # celery sets nowfun; celery-types lacks it
             self.entries.append(Entry(name=name, task=spec["task"], schedule=sched, last_run_at=start))
 
     @classmethod

@@ -14,7 +14,7 @@ logger = logging.getLogger(__name__)
 
 
 def periodic_tasks() -> set[str]:
-    return {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    return {str(entry["task"]) for entry in settings.CELERY_BEAT_SCHEDULE.values()}
 
 
 def _write(name: str, **fields: object) -> None:

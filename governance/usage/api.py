@@ -1,6 +1,7 @@
 import gzip
 import zlib
 from datetime import timedelta
+from typing import cast
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -20,11 +21,12 @@ from governance.api.auth import HasIngestScope, HasReadScope
 from governance.api.errors import error_response
 from governance.api.fields import BoundedDateTimeField
 from governance.api.filters import UtcIsoDateTimeFilter
+from governance.api.models import ApiToken
 from governance.api.permissions import AdminOnly
 from governance.api.viewsets import ApiReadOnlyViewSet, VisibleQuerysetMixin
 from governance.fleet.models import Cluster
 from governance.lib.ranges import MAX_RANGE_DAYS, range_problem
-from governance.org.models import User
+from governance.org.models import Project, User
 from governance.usage.models import IngestBatch, Job
 from governance.usage.selectors import (
     RESOLUTIONS,
@@ -89,8 +91,9 @@ class IngestView(APIView):
         },
     )
     def post(self, request: Request) -> Response:
+        token = cast(ApiToken, request.auth)  # HasIngestScope lets only an ingest ApiToken in
         try:
-            receipt = usage_batch_receive(body=_read_body(request), clusters=request.auth.ingest_clusters())
+            receipt = usage_batch_receive(body=_read_body(request), clusters=token.ingest_clusters())
         except BodyTooLarge as exc:
             return error_response(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "too_large", str(exc))
         except gzip.BadGzipFile as exc:
@@ -132,8 +135,10 @@ UTILISATION_DEFAULT_DAYS = 7
 
 
 class JobSerializer(serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    cluster: "serializers.SlugRelatedField[Cluster]" = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    project: "serializers.SlugRelatedField[Project]" = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
     team = serializers.SerializerMethodField()
 
     class Meta:

@@ -21,6 +21,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
 import msgspec
 import psycopg
@@ -93,7 +94,7 @@ def prepare(batch: Batch) -> Prepared:
     rows: list[tuple] = []
     for r in batch.records:  # once per record: keep it lean
         if type(r) is not SampleRecord:
-            jobs.append(r)
+            jobs.append(cast(JobRecord, r))
             continue
         key = (r.cluster, r.gpu_uuid)
         g = gpu_ix.get(key)
@@ -151,7 +152,9 @@ def encode(prepared: Prepared, connection: psycopg.Connection) -> bytes:
     writer.out.write(MAGIC + _HEADER_LENGTH.pack(len(header)) + header)
     with psycopg.Cursor(connection) as cursor, Copy(cursor, binary=True, writer=writer) as copy:
         copy.set_types(STAGE_TYPES)
-        for row in prepared.rows:
+        rows = prepared.rows
+        assert not isinstance(rows, memoryview)  # what prepare() made, not rows already encoded
+        for row in rows:
             copy.write_row(row)
     return writer.out.getvalue()
 

@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import psycopg
 from django.conf import settings
@@ -209,7 +210,7 @@ def inbox_requeue(*, pks: Iterable[int]) -> int:
         )
         IngestBatch.objects.filter(pk__in=revived).update(dead_at=None, attempts=0, last_error="")
         for pk in revived:
-            transaction.on_commit(lambda pk=pk: _enqueue(pk))
+            transaction.on_commit(partial(_enqueue, pk))
     return len(revived)
 
 
@@ -261,8 +262,8 @@ def jobs_remap(*, accounts: Iterable[str] | None = None) -> int:
         if now_project != project_id:
             moved[now_project].append(pk)
     with transaction.atomic():
-        for project_id, pks in moved.items():
-            Job.objects.filter(pk__in=pks).update(project_id=project_id, updated_at=timezone.now())
+        for target, pks in moved.items():
+            Job.objects.filter(pk__in=pks).update(project_id=target, updated_at=timezone.now())
         # Every day of a moved job is billed to its new team: open months directly, closed ones as corrections.
         every = [pk for pks in moved.values() for pk in pks]
         job_days_mark(Job.objects.filter(pk__in=every).values_list("pk", "cluster_id", "start_time", "end_time"))

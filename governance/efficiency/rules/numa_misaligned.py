@@ -27,7 +27,7 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     ]
     nodes = sorted({g.numa_node for g in off if g.numa_node is not None})
     where = f"NUMA node{'s' if len(nodes) > 1 else ''} {', '.join(map(str, nodes))}" if nodes else "their NUMA node"
-    share = max(x["mismatch_fraction"] for x in gpus)
+    share = max(r(_share(g)) for g in off)
     return [
         Draft(
             rule="numa_misaligned",
