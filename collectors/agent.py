@@ -139,31 +139,31 @@ class Agent:
                 self.counters.dropped += dropped
             fresh.add(key)
         self.rounds.reset()  # only now: until here a crash cuts the same batches again, into the same files
-        self.deliver(fresh)
+        self.deliver(self.spool, fresh)
 
     # -- delivery --------------------------------------------------------------------------------
-    def deliver(self, fresh: set[str]) -> None:
+    def deliver(self, spool: Spool, fresh: set[str]) -> None:
         """Send the spool oldest first; the records of the fresh batches that stay in it count as spooled."""
 
         def waiting() -> int:
-            return sum(b.records for b in self.spool.batches() if b.path.name.rpartition("-")[0] in fresh)
+            return sum(b.records for b in spool.batches() if b.path.name.rpartition("-")[0] in fresh)
 
         if self.sender is None:
             self.counters.spooled += waiting()
             return
-        batches = self.spool.batches()
+        batches = spool.batches()
         # Nothing older waits: send now, with the sender's retries. Older batches go first, one try each.
         older = any(b.path.name.rpartition("-")[0] not in fresh for b in batches)
         post = self.sender.post_once if older else self.sender.post
         for batch in batches:
-            if not self._send(batch, post):
+            if not self._send(spool, batch, post):
                 left = waiting()
                 if left:
                     log.warning("server unreachable; %d records wait in the spool", left)
                 self.counters.spooled += left
                 return
 
-    def _send(self, batch: Spooled, post: Callable[[bytes], None]) -> bool:
+    def _send(self, spool: Spool, batch: Spooled, post: Callable[[bytes], None]) -> bool:
         """Send one spooled batch; False when the server is unreachable (the batch stays)."""
         try:
             post(batch.read())
@@ -175,7 +175,7 @@ class Agent:
             self.counters.dropped += batch.records
         else:
             self.counters.sent += batch.records
-        self.spool.remove(batch)
+        spool.remove(batch)
         return True
 
     def _send_unspooled(self, body: bytes, records: int) -> None:
@@ -196,7 +196,8 @@ class Agent:
         """Send spooled batches oldest first, one try each; True when the spool is empty."""
         if self.spool is None or self.sender is None:
             return self.sender is not None
-        return all(self._send(batch, self.sender.post_once) for batch in self.spool.batches())
+        spool, post = self.spool, self.sender.post_once
+        return all(self._send(spool, batch, post) for batch in spool.batches())
 
     # -- the loop --------------------------------------------------------------------------------
     def report(self, when: str = "") -> None:

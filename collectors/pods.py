@@ -113,7 +113,7 @@ class KubernetesPods:
         if samples and held is not None:
             for job in sorted(self.pods.keys() - gpus.keys()):
                 seen = self.pods.pop(job).record
-                out.append(msgspec.structs.replace(seen, end_time=max(now, seen.start_time), state="completed"))
+                out.append(msgspec.structs.replace(seen, end_time=max(now, seen.start_time or now), state="completed"))
         return out
 
     def _running(self, job: str, gpus: int, models: dict, facts: dict, now: datetime) -> JobRecord | None:

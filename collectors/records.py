@@ -254,7 +254,7 @@ def decode_batch(body: bytes) -> Batch:
         raise BatchInvalid([_error(None, str(exc))]) from None
     except RecursionError:
         raise BatchInvalid([RecordError(index=None, field=None, reason=NESTED_TOO_DEEPLY)]) from None
-    errors: list[RecordError] = []
+    errors = []
     for index, raw in enumerate(loose.records):
         try:
             _record_decoder.decode(raw)

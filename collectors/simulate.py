@@ -141,6 +141,10 @@ class SimulatedCluster:
         rng = self.rng
         elapsed_h = (now - job.start).total_seconds() / 3600
         p = job.profile
+        sm: float
+        mem: float
+        io: float
+        cpu: float
         if p == "busy":
             sm, mem, io, cpu = rng.gauss(88, 5), 0.70 * GPU_MEM_MIB, 2, 35
         elif p == "idle":

@@ -66,7 +66,9 @@ def _tres_gpus(items: list[dict[str, Any]]) -> int:
 
 def _gpu_counts(job: dict[str, Any]) -> Iterator[int]:
     """The job's GPU count as each field accounts it, most trusted first (0 where a field does not)."""
-    tres = job.get("tres") if isinstance(job.get("tres"), dict) else {}
+    tres = job.get("tres")
+    if not isinstance(tres, dict):
+        tres = {}
     yield _tres_gpus(tres.get("allocated", []))  # sacct, where the cluster accounts gres/gpu
     yield sum(_gres_count(d.split("(")[0]) for d in job.get("gres_detail") or [])  # squeue: "gpu:h100:4(IDX:0-3)"
     yield _gres_count(job.get("tres_alloc_str", ""))

@@ -21,6 +21,7 @@ import time
 import uuid
 import zlib
 from dataclasses import dataclass
+from io import BufferedWriter
 from pathlib import Path
 
 SUFFIX = ".batch.gz"
@@ -59,7 +60,7 @@ class RoundLog:
         self.id: uuid.UUID | None = None
         self.started_ns = 0
         self.lines: list[bytes] = []
-        self._handle = None
+        self._handle: BufferedWriter | None = None
         if path.exists():
             self._load()
 

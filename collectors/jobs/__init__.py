@@ -5,7 +5,8 @@ Mappers are tried in the configured order; the first that knows the process wins
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from collectors.host import Host
 
@@ -16,10 +17,11 @@ class JobMapper(Protocol):
     def job_of(self, pid: int) -> str | None: ...
 
 
-MAPPERS: dict[str, type] = {}
+MAPPERS: dict[str, Callable[..., JobMapper]] = {}
+M = TypeVar("M", bound=JobMapper)
 
 
-def register(cls: type) -> type:
+def register(cls: type[M]) -> type[M]:
     MAPPERS[cls.name] = cls
     return cls
 

@@ -73,7 +73,9 @@ class NvmlSource:
     @classmethod
     def open(cls, config: SourceConfig, nvml: ModuleType | None = None) -> NvmlSource:
         if nvml is None:
-            import pynvml as nvml
+            import pynvml
+
+            nvml = pynvml
         return cls(cluster=config.cluster, node=config.node, mapping=config.mapping, host=config.host, nvml=nvml)
 
     def close(self) -> None:
@@ -157,8 +159,13 @@ class NvmlSource:
             tx = self.optional(nvml.nvmlDeviceGetPcieThroughput, handle, nvml.NVML_PCIE_UTIL_TX_BYTES)
             rx = self.optional(nvml.nvmlDeviceGetPcieThroughput, handle, nvml.NVML_PCIE_UTIL_RX_BYTES)
             pcie_tx, pcie_rx = (None if tx is None else tx / 1024), (None if rx is None else rx / 1024)
+        sm_util: float | None
+        if rates is not None:
+            sm_util = float(rates.gpu)
+        else:
+            sm_util = gpm.pop("sm_util", None)
         return Reading(
-            sm_util=float(rates.gpu) if rates is not None else gpm.pop("sm_util", None),
+            sm_util=sm_util,
             mem_util=float(rates.memory) if rates is not None else None,
             mem_used_mib=memory.used / MIB,
             mem_total_mib=memory.total / MIB,
