@@ -116,10 +116,10 @@ def findings_evaluate(*, job_ids: Iterable[int], now: datetime | None = None, fi
                         Finding.objects.filter(pk=known.pk).update(**values, updated_at=now)
                         result.refreshed += 1
                     else:
-                        Finding.objects.filter(pk=f.pk).update(
+                        Finding.objects.filter(pk=known.pk).update(
                             **values, state=Finding.State.OPEN, resolved_at=None, updated_at=now
                         )
-                        changes.append(Change(f.pk, "reopened", f.state, Finding.State.OPEN, FIRES_AGAIN))
+                        changes.append(Change(known.pk, "reopened", known.state, Finding.State.OPEN, FIRES_AGAIN))
                         result.reopened += 1
                 for (job_id, rule), f in latest.items():
                     if job_id == summary.job_id and rule not in fired and f.state in LIVE_STATES:
