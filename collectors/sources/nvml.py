@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from types import ModuleType
 from typing import Any, TypeVar
 
 from collectors.host import Host
@@ -22,6 +21,10 @@ from collectors.sources import SourceConfig, SourceUnavailable
 from collectors.sources.gpm import Gpm
 
 log = logging.getLogger("gpu-collector")
+
+# pynvml, or a stand-in with its functions and constants (collectors.testing); pynvml ships no types.
+Nvml = Any
+
 MIB = 1024 * 1024
 T = TypeVar("T")
 
@@ -57,7 +60,7 @@ def mig_profile(mig_name: str) -> str | None:
 class NvmlSource:
     name = "nvml"
 
-    def __init__(self, *, cluster: str, node: str, mapping: JobMapping, host: Host, nvml: ModuleType) -> None:
+    def __init__(self, *, cluster: str, node: str, mapping: JobMapping, host: Host, nvml: Nvml) -> None:
         self.cluster, self.node, self.mapping, self.host, self.nvml = cluster, node, mapping, host, nvml
         try:
             nvml.nvmlInit()
@@ -71,7 +74,7 @@ class NvmlSource:
         self.warned: set[str] = set()
 
     @classmethod
-    def open(cls, config: SourceConfig, nvml: ModuleType | None = None) -> NvmlSource:
+    def open(cls, config: SourceConfig, nvml: Nvml | None = None) -> NvmlSource:
         if nvml is None:
             import pynvml
 
