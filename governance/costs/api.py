@@ -21,6 +21,7 @@ from governance.api.permissions import AdminWrites
 from governance.api.services import audit_request_write
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs.focus import focus_csv
+from governance.costs.footprint import footprint_by_team
 from governance.costs.forecasts import GROUPS, last_whole_day, spend_forecast
 from governance.costs.models import (
     Anomaly,
@@ -31,7 +32,7 @@ from governance.costs.models import (
     RateCard,
     UnallocatedPolicyTerm,
 )
-from governance.costs.selectors import chargeback_by_team, footprint_by_team, month_closed, unattributed
+from governance.costs.selectors import chargeback_by_team, month_closed, unattributed
 from governance.costs.services import (
     MonthClosed,
     billing_mode_set,
