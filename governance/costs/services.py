@@ -29,6 +29,7 @@ from governance.costs.models import (
     BillingModeTerm,
     Budget,
     Charge,
+    Commitment,
     DeclaredCapacity,
     GridIntensity,
     MonthClose,
@@ -216,6 +217,52 @@ def grid_intensity_set(
         )  # fmt: skip
         terms_changed(since=valid_from, cluster_id=cluster_obj.pk, gpu_model=None)
     return term
+
+
+COMMITMENT_OVERLAPS = (
+    "start: {team} already has a commitment for {model} on {cluster} from {start:%Y-%m-%d} to {end:%Y-%m-%d};"
+    " one commitment per team, cluster and model at a time."
+)
+ENDS_BEFORE_START = "end: must come after start."
+NOT_A_PERCENTAGE = "contracted_discount_percent: must be between 0 and 100 (got {value})."
+
+
+def commitment_set(
+    *, team: Team, cluster: str, gpu_model: str, gpus: int, price: Decimal | str, start: datetime, end: datetime,
+    contracted_discount_percent: Decimal | str = Decimal(0), currency: str = "USD", name: str = "",
+) -> Commitment:  # fmt: skip
+    """Reserve `gpus` GPUs of a model on a cluster for a team at a committed price from `start` to `end`; a start in
+    a closed month is refused. The open days from `start` on are re-priced."""
+    price = _decimal(price, "price")
+    discount = _decimal(contracted_discount_percent, "contracted_discount_percent")
+    if discount > 100:
+        raise ValidationError(NOT_A_PERCENTAGE.format(value=discount), code="invalid")
+    if gpus < 1:
+        raise ValidationError("gpus: commit at least one GPU.", code="invalid")
+    if end <= start:
+        raise ValidationError(ENDS_BEFORE_START, code="invalid")
+    if not gpu_model.strip():
+        raise ValidationError("gpu_model: must not be empty.")
+    validate_currency(currency)
+    existing = set(RateCard.objects.values_list("currency", flat=True))
+    if existing and existing != {currency}:
+        raise ValidationError(CURRENCY_MISMATCH.format(currency=currency, existing=", ".join(sorted(existing))))
+    month_open_check(when=start, field="start")
+    cluster_obj = _cluster(cluster)
+    with transaction.atomic():
+        clash = Commitment.objects.filter(team=team, cluster=cluster_obj, gpu_model=gpu_model.strip(),
+                                          start__lt=end, end__gt=start).first()  # fmt: skip
+        if clash is not None:
+            text = COMMITMENT_OVERLAPS.format(
+                team=team.name, model=clash.gpu_model, cluster=cluster, start=clash.start, end=clash.end
+            )
+            raise ValidationError(text, code="overlaps")
+        commitment = Commitment.objects.create(
+            team=team, cluster=cluster_obj, gpu_model=gpu_model.strip(), gpus=gpus, price_per_gpu_hour=price,
+            contracted_discount_percent=discount, currency=currency, start=start, end=end, name=name,
+        )  # fmt: skip
+        terms_changed(since=start, cluster_id=cluster_obj.pk, gpu_model=commitment.gpu_model)
+    return commitment
 
 
 def owned_gpu_rate_derive(*, cost: OwnedGpuCost, measured_days: int = 30, now: datetime | None = None) -> Derivation:
