@@ -26,8 +26,9 @@ def _in_force(terms: TermsByMonth, cluster: str, day: date) -> list[CommitmentTe
 
 
 def job_days_widen(job_days: dict[int, set[date]], cluster_days: set[tuple[int, date]], terms: TermsByMonth) -> None:
-    """Add to `job_days` every job held on a cluster-day a commitment covers, among the cluster-days this pass
-    touches: the commitment shares each hour among all of them."""
+    """Add to `job_days` every job of a committed team held on a cluster-day its commitment covers, among the
+    cluster-days this pass touches: the commitment shares each hour among all of them. (A job whose team changed
+    is found by its priced rows, which still name the old team.)"""
     clusters = dict(Cluster.objects.filter(commitments__isnull=False).values_list("pk", "name").distinct())
     snapshots = {c.cluster for m in terms.closed_months for c in terms.of(m).commitments}
     if snapshots:
@@ -37,12 +38,17 @@ def job_days_widen(job_days: dict[int, set[date]], cluster_days: set[tuple[int, 
     touched = set(cluster_days)
     for pk, cid in Job.objects.filter(pk__in=list(job_days), cluster_id__in=clusters).values_list("pk", "cluster_id"):
         touched.update((cid, d) for d in job_days[pk])
-    wanted = {(cid, d) for cid, d in touched if cid in clusters and _in_force(terms, clusters[cid], d)}
-    for cid, day in wanted:
+    for cid, day in touched:
+        teams = {c.team_id for c in _in_force(terms, clusters.get(cid, ""), day)}
+        if not teams:
+            continue
         first = day_start(day)
-        held = Q(cluster_id=cid, start_time__lt=first + DAY) & (Q(end_time__isnull=True) | Q(end_time__gt=first))
+        held = Q(cluster_id=cid, project__team_id__in=teams, start_time__lt=first + DAY) & (
+            Q(end_time__isnull=True) | Q(end_time__gt=first)
+        )
         ids = set(Job.objects.filter(held).values_list("pk", flat=True))
-        ids |= set(Charge.objects.filter(kind="usage", cluster_id=cid, day=day).values_list("job_id", flat=True))
+        priced = Charge.objects.filter(kind="usage", cluster_id=cid, day=day, team_id__in=teams)
+        ids |= set(priced.values_list("job_id", flat=True))
         for pk in ids - {None}:
             job_days.setdefault(pk, set()).add(day)
 

@@ -200,3 +200,29 @@ def test_the_focus_csv_carries_list_contracted_effective_and_billed_cost_and_the
             "GPU-Hours",
         )
     assert rows_of(focus_csv(month=NOV)) == rows_of(_python_csv(statement_charges(month=NOV), NOV))
+
+
+@time_machine.travel("2026-11-20T12:00:00Z", tick=False)
+def test_an_admin_sets_a_commitment_through_the_api_and_only_its_teams_lead_and_finance_see_it(client, cast, cluster):
+    set_rate(A100, "4.00")
+    body = {
+        "team": "nlp",
+        "cluster": "c1",
+        "gpu_model": A100,
+        "gpus": 4,
+        "price_per_gpu_hour": "2.50",
+        "contracted_discount_percent": "10",
+        "start": "2026-11-21T00:00:00Z",
+        "end": "2026-12-21T00:00:00Z",
+    }
+    client.force_login(cast.admin)
+    assert client.post("/api/v1/commitments/", body, content_type="application/json").status_code == 201
+    refused = client.post("/api/v1/commitments/", {**body, "start": "2026-11-25T00:00:00Z"},
+                          content_type="application/json")  # fmt: skip
+    assert refused.status_code == 400 and "already has a commitment" in refused.json()["error"]["message"]
+
+    seen = {}
+    for who in ("finance", "nlp_lead", "vision_lead", "alice"):
+        client.force_login(getattr(cast, who))
+        seen[who] = [(c["team"], c["gpus"]) for c in client.get("/api/v1/commitments/").json()["results"]]
+    assert seen == {"finance": [("nlp", 4)], "nlp_lead": [("nlp", 4)], "vision_lead": [], "alice": []}
