@@ -8,109 +8,237 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('costs', '0008_owned_gpu_costs'),
-        ('fleet', '0002_gpu_memory_total_nullable'),
-        ('org', '0002_team_name_unique'),
+        ("costs", "0008_owned_gpu_costs"),
+        ("fleet", "0002_gpu_memory_total_nullable"),
+        ("org", "0002_team_name_unique"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='charge',
-            name='billed_cost',
-            field=models.DecimalField(db_default=Decimal('0'), decimal_places=10, default=Decimal('0'), help_text='FOCUS BilledCost under chargeback: 0 where a commitment covers; fee on purchases.', max_digits=24),
+            model_name="charge",
+            name="billed_cost",
+            field=models.DecimalField(
+                db_default=Decimal("0"),
+                decimal_places=10,
+                default=Decimal("0"),
+                help_text="FOCUS BilledCost under chargeback: 0 where a commitment covers; fee on purchases.",
+                max_digits=24,
+            ),
         ),
         migrations.AddField(
-            model_name='charge',
-            name='commitment_gpu_hours',
-            field=models.DecimalField(db_default=Decimal('0'), decimal_places=6, default=Decimal('0'), help_text='GPU-hours drawn from (usage), left unused of or bought under a commitment.', max_digits=20),
+            model_name="charge",
+            name="commitment_gpu_hours",
+            field=models.DecimalField(
+                db_default=Decimal("0"),
+                decimal_places=6,
+                default=Decimal("0"),
+                help_text="GPU-hours drawn from (usage), left unused of or bought under a commitment.",
+                max_digits=20,
+            ),
         ),
         migrations.AddField(
-            model_name='charge',
-            name='contracted_cost',
-            field=models.DecimalField(db_default=Decimal('0'), decimal_places=10, default=Decimal('0'), help_text='FOCUS ContractedCost: the rate card less the negotiated discount.', max_digits=24),
+            model_name="charge",
+            name="contracted_cost",
+            field=models.DecimalField(
+                db_default=Decimal("0"),
+                decimal_places=10,
+                default=Decimal("0"),
+                help_text="FOCUS ContractedCost: the rate card less the negotiated discount.",
+                max_digits=24,
+            ),
         ),
         migrations.AddField(
-            model_name='charge',
-            name='list_cost',
-            field=models.DecimalField(db_default=Decimal('0'), decimal_places=10, default=Decimal('0'), help_text='FOCUS ListCost: at the rate card.', max_digits=24),
+            model_name="charge",
+            name="list_cost",
+            field=models.DecimalField(
+                db_default=Decimal("0"),
+                decimal_places=10,
+                default=Decimal("0"),
+                help_text="FOCUS ListCost: at the rate card.",
+                max_digits=24,
+            ),
         ),
         migrations.AddField(
-            model_name='statementline',
-            name='billed_cost',
-            field=models.DecimalField(db_default=Decimal('0'), decimal_places=10, default=Decimal('0'), help_text='FOCUS BilledCost under chargeback: 0 where a commitment covers; fee on purchases.', max_digits=24),
+            model_name="statementline",
+            name="billed_cost",
+            field=models.DecimalField(
+                db_default=Decimal("0"),
+                decimal_places=10,
+                default=Decimal("0"),
+                help_text="FOCUS BilledCost under chargeback: 0 where a commitment covers; fee on purchases.",
+                max_digits=24,
+            ),
         ),
         migrations.AddField(
-            model_name='statementline',
-            name='commitment_gpu_hours',
-            field=models.DecimalField(db_default=Decimal('0'), decimal_places=6, default=Decimal('0'), help_text='GPU-hours drawn from (usage), left unused of or bought under a commitment.', max_digits=20),
+            model_name="statementline",
+            name="commitment_gpu_hours",
+            field=models.DecimalField(
+                db_default=Decimal("0"),
+                decimal_places=6,
+                default=Decimal("0"),
+                help_text="GPU-hours drawn from (usage), left unused of or bought under a commitment.",
+                max_digits=20,
+            ),
         ),
         migrations.AddField(
-            model_name='statementline',
-            name='contracted_cost',
-            field=models.DecimalField(db_default=Decimal('0'), decimal_places=10, default=Decimal('0'), help_text='FOCUS ContractedCost: the rate card less the negotiated discount.', max_digits=24),
+            model_name="statementline",
+            name="contracted_cost",
+            field=models.DecimalField(
+                db_default=Decimal("0"),
+                decimal_places=10,
+                default=Decimal("0"),
+                help_text="FOCUS ContractedCost: the rate card less the negotiated discount.",
+                max_digits=24,
+            ),
         ),
         migrations.AddField(
-            model_name='statementline',
-            name='list_cost',
-            field=models.DecimalField(db_default=Decimal('0'), decimal_places=10, default=Decimal('0'), help_text='FOCUS ListCost: at the rate card.', max_digits=24),
+            model_name="statementline",
+            name="list_cost",
+            field=models.DecimalField(
+                db_default=Decimal("0"),
+                decimal_places=10,
+                default=Decimal("0"),
+                help_text="FOCUS ListCost: at the rate card.",
+                max_digits=24,
+            ),
         ),
         migrations.AlterField(
-            model_name='charge',
-            name='kind',
-            field=models.CharField(choices=[('usage', 'Usage'), ('unallocated', 'Unallocated capacity'), ('shared', 'Share of unallocated capacity'), ('unused', 'Unused commitment'), ('purchase', 'Commitment purchase'), ('adjustment', 'Adjustment')], max_length=12),
+            model_name="charge",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("usage", "Usage"),
+                    ("unallocated", "Unallocated capacity"),
+                    ("shared", "Share of unallocated capacity"),
+                    ("unused", "Unused commitment"),
+                    ("purchase", "Commitment purchase"),
+                    ("adjustment", "Adjustment"),
+                ],
+                max_length=12,
+            ),
         ),
         migrations.AlterField(
-            model_name='statementline',
-            name='kind',
-            field=models.CharField(choices=[('usage', 'Usage'), ('unallocated', 'Unallocated capacity'), ('shared', 'Share of unallocated capacity'), ('unused', 'Unused commitment'), ('purchase', 'Commitment purchase'), ('adjustment', 'Adjustment')], max_length=12),
+            model_name="statementline",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("usage", "Usage"),
+                    ("unallocated", "Unallocated capacity"),
+                    ("shared", "Share of unallocated capacity"),
+                    ("unused", "Unused commitment"),
+                    ("purchase", "Commitment purchase"),
+                    ("adjustment", "Adjustment"),
+                ],
+                max_length=12,
+            ),
         ),
         migrations.CreateModel(
-            name='Commitment',
+            name="Commitment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(blank=True, help_text="As finance names it, e.g. 'A100 reservation 2026'.", max_length=200)),
-                ('gpu_model', models.CharField(help_text='As NVML names it; whole GPUs of it are covered.', max_length=200)),
-                ('gpus', models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(1)])),
-                ('price_per_gpu_hour', models.DecimalField(decimal_places=6, max_digits=12, validators=[django.core.validators.MinValueValidator(0)])),
-                ('contracted_discount_percent', models.DecimalField(decimal_places=2, default=Decimal('0'), help_text="Negotiated discount off the rate card on the team's usage beyond the commitment.", max_digits=5, validators=[django.core.validators.MinValueValidator(0), django.core.validators.MaxValueValidator(100)])),
-                ('currency', models.CharField(default='USD', max_length=3, validators=[governance.costs.currency.validate_currency])),
-                ('start', models.DateTimeField()),
-                ('end', models.DateTimeField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='commitments', to='fleet.cluster')),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='commitments', to='org.team')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "name",
+                    models.CharField(
+                        blank=True, help_text="As finance names it, e.g. 'A100 reservation 2026'.", max_length=200
+                    ),
+                ),
+                (
+                    "gpu_model",
+                    models.CharField(help_text="As NVML names it; whole GPUs of it are covered.", max_length=200),
+                ),
+                ("gpus", models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(1)])),
+                (
+                    "price_per_gpu_hour",
+                    models.DecimalField(
+                        decimal_places=6, max_digits=12, validators=[django.core.validators.MinValueValidator(0)]
+                    ),
+                ),
+                (
+                    "contracted_discount_percent",
+                    models.DecimalField(
+                        decimal_places=2,
+                        default=Decimal("0"),
+                        help_text="Negotiated discount off the rate card on the team's usage beyond the commitment.",
+                        max_digits=5,
+                        validators=[
+                            django.core.validators.MinValueValidator(0),
+                            django.core.validators.MaxValueValidator(100),
+                        ],
+                    ),
+                ),
+                (
+                    "currency",
+                    models.CharField(
+                        default="USD", max_length=3, validators=[governance.costs.currency.validate_currency]
+                    ),
+                ),
+                ("start", models.DateTimeField()),
+                ("end", models.DateTimeField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="commitments", to="fleet.cluster"
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="commitments", to="org.team"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['team', 'cluster', 'gpu_model', '-start'],
+                "ordering": ["team", "cluster", "gpu_model", "-start"],
             },
         ),
         migrations.AddField(
-            model_name='charge',
-            name='commitment',
-            field=models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='costs.commitment'),
+            model_name="charge",
+            name="commitment",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                null=True,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to="costs.commitment",
+            ),
         ),
         migrations.AddField(
-            model_name='statementline',
-            name='commitment',
-            field=models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='costs.commitment'),
+            model_name="statementline",
+            name="commitment",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                null=True,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to="costs.commitment",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='commitment',
-            constraint=models.CheckConstraint(condition=models.Q(('end__gt', models.F('start'))), name='commitment_ends_after_start'),
+            model_name="commitment",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("end__gt", models.F("start"))), name="commitment_ends_after_start"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='commitment',
-            constraint=models.CheckConstraint(condition=models.Q(('gpus__gte', 1)), name='commitment_at_least_one_gpu'),
+            model_name="commitment",
+            constraint=models.CheckConstraint(condition=models.Q(("gpus__gte", 1)), name="commitment_at_least_one_gpu"),
         ),
         migrations.AddConstraint(
-            model_name='commitment',
-            constraint=models.CheckConstraint(condition=models.Q(('price_per_gpu_hour__gte', 0)), name='commitment_price_not_negative'),
+            model_name="commitment",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("price_per_gpu_hour__gte", 0)), name="commitment_price_not_negative"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='commitment',
-            constraint=models.CheckConstraint(condition=models.Q(('contracted_discount_percent__gte', 0), ('contracted_discount_percent__lte', 100)), name='commitment_discount_a_percentage'),
+            model_name="commitment",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("contracted_discount_percent__gte", 0), ("contracted_discount_percent__lte", 100)),
+                name="commitment_discount_a_percentage",
+            ),
         ),
         # Rows priced before commitments existed: every FOCUS cost column is their cost.
         migrations.RunSQL(
