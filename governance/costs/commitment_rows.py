@@ -29,12 +29,11 @@ def job_days_widen(job_days: dict[int, set[date]], cluster_days: set[tuple[int, 
     """Add to `job_days` every job of a committed team held on a cluster-day its commitment covers, among the
     cluster-days this pass touches: the commitment shares each hour among all of them. (A job whose team changed
     is found by its priced rows, which still name the old team.)"""
-    clusters = dict(Cluster.objects.filter(commitments__isnull=False).values_list("pk", "name").distinct())
-    snapshots = {c.cluster for m in terms.closed_months for c in terms.of(m).commitments}
-    if snapshots:
-        clusters |= dict(Cluster.objects.filter(name__in=snapshots).values_list("pk", "name"))
-    if not clusters:
+    months = {month_of(d) for _, d in cluster_days} | {month_of(d) for days in job_days.values() for d in days}
+    names = {c.cluster for month in months for c in terms.of(month).commitments}
+    if not names:
         return
+    clusters = dict(Cluster.objects.filter(name__in=names).values_list("pk", "name"))
     touched = set(cluster_days)
     for pk, cid in Job.objects.filter(pk__in=list(job_days), cluster_id__in=clusters).values_list("pk", "cluster_id"):
         touched.update((cid, d) for d in job_days[pk])
