@@ -9,6 +9,7 @@ from governance.costs.models import (
     BudgetAlert,
     CapacityDay,
     Charge,
+    Commitment,
     DeclaredCapacity,
     MonthClose,
     RateCard,
@@ -54,13 +55,38 @@ class PolicyForm(OpenMonthForm):
         fields = ["cluster", "policy", "valid_from"]
 
 
+class CommitmentForm(OpenMonthForm):
+    moment_field = "start"
+
+    class Meta:
+        model = Commitment
+        fields = ["name", "team", "cluster", "gpu_model", "gpus", "price_per_gpu_hour", "contracted_discount_percent",
+                  "currency", "start", "end"]  # fmt: skip
+
+    def clean(self):
+        cleaned = super().clean()
+        start, end = cleaned.get("start"), cleaned.get("end")
+        if start and end:
+            clash = Commitment.objects.filter(
+                team=cleaned.get("team"),
+                cluster=cleaned.get("cluster"),
+                gpu_model=cleaned.get("gpu_model"),
+                start__lt=end,
+                end__gt=start,
+            )
+            if clash.exclude(pk=self.instance.pk).exists():
+                raise ValidationError({"start": "The team already has a commitment for this model then."})
+        return cleaned
+
+
 class TermAdmin(admin.ModelAdmin):
     """A term saved or deleted here re-prices the open days it touches, as the services do."""
 
     def changed(self, obj) -> None:
         model = getattr(obj, "gpu_model", None)
         model = None if model in (None, DEFAULT_MODEL) else model
-        terms_changed(since=None, cluster_id=obj.cluster_id, gpu_model=model, usage=isinstance(obj, RateCard))
+        usage = isinstance(obj, RateCard | Commitment)
+        terms_changed(since=None, cluster_id=obj.cluster_id, gpu_model=model, usage=usage)
 
     def save_model(self, request, obj, form, change) -> None:
         super().save_model(request, obj, form, change)
@@ -79,7 +105,7 @@ class ClosedRowsAreNotDeleted:
         if obj is None:
             return False
         try:
-            month_open_check(when=obj.valid_from)
+            month_open_check(when=getattr(obj, "valid_from", None) or obj.start)
         except ValidationError:
             return False
         return super().has_delete_permission(request, obj)
@@ -105,6 +131,13 @@ class PolicyTermAdmin(ClosedRowsAreNotDeleted, TermAdmin):
     form = PolicyForm
     list_display = ("cluster", "policy", "valid_from", "created_at")
     list_filter = ("cluster", "policy")
+
+
+@admin.register(Commitment)
+class CommitmentAdmin(ClosedRowsAreNotDeleted, TermAdmin):
+    form = CommitmentForm
+    list_display = ("team", "cluster", "gpu_model", "gpus", "price_per_gpu_hour", "start", "end")
+    list_filter = ("team", "cluster", "gpu_model")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -16,13 +16,15 @@ from governance.costs.models import Charge, MonthClose, StatementLine
 from governance.fleet.models import Cluster
 from governance.lib.months import Month
 
-BILLED = [Charge.Kind.USAGE, Charge.Kind.UNALLOCATED, Charge.Kind.SHARED]
-KEY = ("cluster_name", "job_id", "team_id", "project_id", "gpu_model", "mig_profile")
+BILLED = [Charge.Kind.USAGE, Charge.Kind.UNALLOCATED, Charge.Kind.SHARED, Charge.Kind.UNUSED, Charge.Kind.PURCHASE]
+KEY = ("cluster_name", "job_id", "team_id", "project_id", "gpu_model", "mig_profile", "commitment_id")
 NAMES = ("job_ref", "user_name", "team_name", "project_name", "currency")
 REASONS = {
     "usage": "late usage",
     "unallocated": "late usage on capacity billed as unallocated",
     "shared": "late usage changed the share of unallocated capacity",
+    "unused": "late usage drew on a commitment left unused",
+    "purchase": "the commitment's fee changed",
 }
 
 
@@ -92,14 +94,14 @@ def corrections_refresh(*, corrected: Month, now: datetime) -> int:
         if not any(diff.values()):
             continue
         names = now_amounts or next(w for w in was if w)
-        kind, cluster_name, job_id, team_id, project_id, gpu_model, mig_profile = key
+        kind, cluster_name, job_id, team_id, project_id, gpu_model, mig_profile, commitment_id = key
         if cluster_name not in clusters:
             continue
         rows.append(Charge(
             kind=Charge.Kind.ADJUSTMENT, month=landing.start.date(), day=landing.start.date(),
             period_start=landing.start, period_end=landing.end, cluster_id=clusters[cluster_name],
             cluster_name=cluster_name, job_id=job_id, team_id=team_id, project_id=project_id, gpu_model=gpu_model,
-            mig_profile=mig_profile, corrects=corrected.start.date(), corrected_kind=kind,
+            mig_profile=mig_profile, commitment_id=commitment_id, corrects=corrected.start.date(), corrected_kind=kind,
             reason=f"correction of {corrected}: {REASONS[kind]}", priced_at=now,
             billed=landing_terms.billed(cluster_name, first_day_end),
             **{n: names[n] for n in NAMES}, **{a: Decimal(diff[a]) for a in AMOUNTS},

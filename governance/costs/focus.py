@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection
 
 from governance.costs.ledger import UNALLOCATED, UNATTRIBUTED
+from governance.costs.models import Commitment
 from governance.costs.selectors import Line, month_closed, statement_charges
 from governance.lib.months import Month
 
@@ -29,7 +30,9 @@ MANDATORY = [
 ]  # fmt: skip
 OPTIONAL = [
     "ConsumedQuantity", "ConsumedUnit", "SubAccountId", "SubAccountName", "ResourceId", "ResourceName", "SkuId",
-    "Tags",
+    "Tags", "ChargeFrequency", "ListUnitPrice", "ContractedUnitPrice", "CommitmentDiscountId",
+    "CommitmentDiscountName", "CommitmentDiscountType", "CommitmentDiscountCategory", "CommitmentDiscountStatus",
+    "CommitmentDiscountQuantity", "CommitmentDiscountUnit",
 ]  # fmt: skip
 EXTENSIONS = [
     "x_IdleCost", "x_UsedGpuHours", "x_IdleGpuHours", "x_GpuModel", "x_MigProfile", "x_EnergyKwh", "x_EnergyCost",
@@ -44,6 +47,8 @@ UNIT = "GPU-Hours"
 ROWS_PER_CHUNK = 256
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 SIX = Decimal("0.000001")
+COMMITMENT_TYPE = "Reservation"
+COMMITMENT_CATEGORY = "Usage"
 
 
 def cell(text: str) -> str:
@@ -64,6 +69,10 @@ def _description(c: Line) -> str:
         return f"Unallocated capacity of {c.cluster} ({c.gpu_model})"
     if c.kind == "shared":
         return f"Share of the unallocated capacity of {c.cluster}"
+    if c.kind == "purchase":
+        return f"Commitment of {c.team} on {c.cluster} ({c.gpu_model})"
+    if c.kind == "unused":
+        return f"Unused commitment of {c.team} on {c.cluster} ({c.gpu_model})"
     if c.kind == "adjustment":
         what = f" of job {c.job_ref} on {c.cluster}" if c.job_ref else f" ({c.cluster}, {c.gpu_model})"
         return f"C{c.reason[1:]}{what}"
@@ -71,8 +80,22 @@ def _description(c: Line) -> str:
     return f"GPU-hours of {what}{' (cluster default rate)' if c.at_default_rate else ''}"
 
 
-def focus_row(c: Line, month: Month, account: str, provider: str) -> list[str]:
+def _unit_price(amount: Decimal, quantity: Decimal) -> str:
+    return _amount(amount / quantity) if quantity else ""
+
+
+def _commitment(c: Line, names: dict[int, str]) -> list[str]:
+    """The CommitmentDiscount columns: set on the rows a commitment covers, its unused rows and its purchases."""
+    status = "Unused" if c.kind == "unused" else "Used" if c.kind == "usage" and c.commitment_gpu_hours else ""
+    if c.commitment_id is None or (c.kind == "usage" and not status):
+        return ["", "", "", "", "", "", ""]
+    return [f"commitment-{c.commitment_id}", cell(names.get(c.commitment_id, "")), COMMITMENT_TYPE,
+            COMMITMENT_CATEGORY, status, _amount(c.commitment_gpu_hours), UNIT]  # fmt: skip
+
+
+def focus_row(c: Line, month: Month, account: str, provider: str, names: dict[int, str] | None = None) -> list[str]:
     cost, hours = _amount(c.cost), _amount(c.gpu_hours)
+    quantity = c.commitment_gpu_hours if c.kind == "purchase" else c.gpu_hours
     team_known = c.team not in (UNALLOCATED, UNATTRIBUTED) and c.team_id is not None
     sku = f"{c.gpu_model} MIG {c.mig_profile}" if c.mig_profile else c.gpu_model
     if c.job_ref:
@@ -80,15 +103,18 @@ def focus_row(c: Line, month: Month, account: str, provider: str) -> list[str]:
     else:
         resource = f"{c.cluster}/unallocated/{c.gpu_model}" if c.gpu_model else ""
     tags = json.dumps({"user": c.user, "cluster": c.cluster, "project": c.project}, ensure_ascii=False)
-    adjustment = c.kind == "adjustment"
-    billed = cost if c.billed else _amount(Decimal(0))  # showback: EffectiveCost is the cost, nothing is billed
+    category = {"adjustment": "Adjustment", "purchase": "Purchase"}.get(c.kind, "Usage")
+    frequency = {"adjustment": "One-Time", "purchase": "Recurring"}.get(c.kind, "Usage-Based")
+    # showback: EffectiveCost is the cost, nothing is billed
+    billed = _amount(c.billed_cost) if c.billed else _amount(Decimal(0))
     return [
         billed, cell(account), cell(account), c.currency, focus_time(month.start), focus_time(month.end),
-        "Adjustment" if adjustment else "Usage", "Correction" if adjustment else "", cell(_description(c)),
-        focus_time(c.period_start), focus_time(c.period_end), cost, cost, cell(provider), cost, hours, UNIT,
-        cell(provider), cell(provider), SERVICE_CATEGORY, SERVICE_NAME,
+        category, "Correction" if c.kind == "adjustment" else "", cell(_description(c)),
+        focus_time(c.period_start), focus_time(c.period_end), _amount(c.contracted_cost), cost, cell(provider),
+        _amount(c.list_cost), _amount(quantity), UNIT, cell(provider), cell(provider), SERVICE_CATEGORY, SERVICE_NAME,
         hours, UNIT, f"team-{c.team_id}" if team_known else "", cell(c.team), cell(resource), cell(c.job_ref),
-        cell(sku), cell(tags), _amount(c.idle_cost), _amount(c.used_gpu_hours), _amount(c.idle_gpu_hours),
+        cell(sku), cell(tags), frequency, _unit_price(c.list_cost, quantity), _unit_price(c.contracted_cost, quantity),
+        *_commitment(c, names or {}), _amount(c.idle_cost), _amount(c.used_gpu_hours), _amount(c.idle_gpu_hours),
         cell(c.gpu_model), cell(c.mig_profile), _amount(c.energy_kwh), _amount(c.energy_cost),
         "true" if c.at_default_rate else "false", str(c.corrects) if c.corrects else "", c.kind,
         _amount(c.carbon_kg), "billed" if c.billed else "showback",
@@ -103,10 +129,11 @@ class _Echo:
 def _python_csv(charges: Iterable[Line], month: Month) -> Iterator[str]:
     writer = csv.writer(_Echo(), lineterminator="\n")
     account, provider = settings.GOVERNANCE_BILLING_ACCOUNT, settings.GOVERNANCE_PROVIDER_NAME
+    names = dict(Commitment.objects.values_list("pk", "name"))
     yield writer.writerow(HEADER)
     chunk: list[str] = []
     for charge in charges:
-        chunk.append(writer.writerow(focus_row(charge, month, account, provider)))
+        chunk.append(writer.writerow(focus_row(charge, month, account, provider, names)))
         if len(chunk) >= ROWS_PER_CHUNK:
             yield "".join(chunk)
             chunk = []
@@ -130,6 +157,8 @@ WHAT = "CASE WHEN job_ref <> '' THEN ' of job ' || job_ref || ' on ' || cluster_
 DESCRIPTION = f"""CASE kind
     WHEN 'unallocated' THEN 'Unallocated capacity of ' || cluster_name || ' (' || gpu_model || ')'
     WHEN 'shared' THEN 'Share of the unallocated capacity of ' || cluster_name
+    WHEN 'purchase' THEN 'Commitment of ' || team_name || ' on ' || cluster_name || ' (' || gpu_model || ')'
+    WHEN 'unused' THEN 'Unused commitment of ' || team_name || ' on ' || cluster_name || ' (' || gpu_model || ')'
     WHEN 'adjustment' THEN 'C' || substr(reason, 2) || {WHAT}
     ELSE 'GPU-hours of ' || CASE WHEN job_ref <> '' THEN 'job ' || job_ref ELSE team_name END || ' on ' || cluster_name
         || CASE WHEN at_default_rate THEN ' (cluster default rate)' ELSE '' END
@@ -140,6 +169,8 @@ RESOURCE = (
 )
 SKU = "CASE WHEN mig_profile <> '' THEN gpu_model || ' MIG ' || mig_profile ELSE gpu_model END"
 TAGS = "jsonb_build_object('cluster', cluster_name, 'project', project_name, 'user', user_name)::text"
+QUANTITY = "CASE WHEN kind = 'purchase' THEN commitment_gpu_hours ELSE gpu_hours END"
+RELATED = "commitment_id IS NOT NULL AND (kind <> 'usage' OR commitment_gpu_hours <> 0)"
 KNOWN_TEAM = f"team_id IS NOT NULL AND team_name NOT IN ('{UNALLOCATED}', '{UNATTRIBUTED}')"
 
 
@@ -147,13 +178,14 @@ def _columns() -> list[str]:
     """The FOCUS columns over a subquery `f` that formats each amount and time once per row."""
     values = [
         "f.billed_cost", "%(account)s", "%(account)s", "f.currency", "%(period_start)s", "%(period_end)s",
-        "CASE WHEN f.kind = 'adjustment' THEN 'Adjustment' ELSE 'Usage' END",
-        "CASE WHEN f.kind = 'adjustment' THEN 'Correction' END", "f.description", "f.period_start", "f.period_end",
-        "f.cost", "f.cost", "%(provider)s", "f.cost", "f.hours", f"'{UNIT}'", "%(provider)s", "%(provider)s",
-        f"'{SERVICE_CATEGORY}'", f"'{SERVICE_NAME}'", "f.hours", f"'{UNIT}'", "f.sub_account", "f.team",
-        "f.resource", "f.job_ref", "f.sku", "f.tags", "f.idle_cost", "f.used", "f.idle", "f.gpu_model",
-        "f.mig_profile", "f.kwh", "f.energy_cost", "f.at_default", "f.corrects", "f.kind", "f.carbon", "f.mode",
-    ]  # fmt: skip
+        "f.category", "CASE WHEN f.kind = 'adjustment' THEN 'Correction' END", "f.description", "f.period_start",
+        "f.period_end", "f.contracted", "f.cost", "%(provider)s", "f.list", "f.quantity", f"'{UNIT}'", "%(provider)s",
+        "%(provider)s", f"'{SERVICE_CATEGORY}'", f"'{SERVICE_NAME}'", "f.hours", f"'{UNIT}'", "f.sub_account",
+        "f.team", "f.resource", "f.job_ref", "f.sku", "f.tags", "f.frequency", "f.list_unit", "f.contracted_unit",
+        "f.cd_id", "f.cd_name", "f.cd_type", "f.cd_category", "f.cd_status", "f.cd_quantity", "f.cd_unit",
+        "f.idle_cost", "f.used", "f.idle", "f.gpu_model", "f.mig_profile", "f.kwh", "f.energy_cost", "f.at_default",
+        "f.corrects", "f.kind", "f.carbon", "f.mode",
+]  # fmt: skip
     return [f'{value} AS "{name}"' for value, name in zip(values, HEADER, strict=True)]
 
 
@@ -168,8 +200,22 @@ SELECT kind, currency, {_six("cost")} AS cost, {_six("gpu_hours")} AS hours, {_s
     {_safe("gpu_model")} AS gpu_model, {_safe("mig_profile")} AS mig_profile, {_six("energy_kwh")} AS kwh,
     {_six("energy_cost")} AS energy_cost, CASE WHEN at_default_rate THEN 'true' ELSE 'false' END AS at_default,
     to_char(corrects, 'YYYY-MM') AS corrects, {_six("carbon_kg")} AS carbon,
-    CASE WHEN billed THEN {_six("cost")} ELSE '0.000000' END AS billed_cost,
-    CASE WHEN billed THEN 'billed' ELSE 'showback' END AS mode
+    CASE WHEN billed THEN {_six("billed_cost")} ELSE '0.000000' END AS billed_cost,
+    CASE WHEN billed THEN 'billed' ELSE 'showback' END AS mode, {_six("list_cost")} AS list,
+    {_six("contracted_cost")} AS contracted, {_six(QUANTITY)} AS quantity,
+    CASE kind WHEN 'adjustment' THEN 'Adjustment' WHEN 'purchase' THEN 'Purchase' ELSE 'Usage' END AS category,
+    CASE kind WHEN 'adjustment' THEN 'One-Time' WHEN 'purchase' THEN 'Recurring' ELSE 'Usage-Based' END AS frequency,
+    {_six(f"list_cost / NULLIF({QUANTITY}, 0)")} AS list_unit,
+    {_six(f"contracted_cost / NULLIF({QUANTITY}, 0)")} AS contracted_unit,
+    CASE WHEN {RELATED} THEN 'commitment-' || commitment_id END AS cd_id,
+    CASE WHEN {RELATED} THEN {_safe("(SELECT cm.name FROM costs_commitment cm WHERE cm.id = commitment_id)")} END
+        AS cd_name,
+    CASE WHEN {RELATED} THEN '{COMMITMENT_TYPE}' END AS cd_type,
+    CASE WHEN {RELATED} THEN '{COMMITMENT_CATEGORY}' END AS cd_category,
+    CASE WHEN kind = 'unused' THEN 'Unused' WHEN kind = 'usage' AND commitment_gpu_hours <> 0 THEN 'Used' END
+        AS cd_status,
+    CASE WHEN {RELATED} THEN {_six("commitment_gpu_hours")} END AS cd_quantity,
+    CASE WHEN {RELATED} THEN '{UNIT}' END AS cd_unit
 FROM {{table}} WHERE {{where}} ORDER BY kind DESC, period_start, id OFFSET 0
 """  # noqa: S608
 

@@ -31,8 +31,11 @@ HOURS_PLACES = Decimal("0.000001")
 MONEY_PLACES = Decimal("0.0000000001")
 AMOUNTS = (
     "gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cost", "idle_cost", "energy_kwh", "energy_cost", "carbon_kg",
+    "list_cost", "contracted_cost", "billed_cost", "commitment_gpu_hours",
 )  # fmt: skip
-MONEY_FIELDS = frozenset({"cost", "idle_cost", "energy_cost"})
+MONEY_FIELDS = frozenset({"cost", "idle_cost", "energy_cost", "list_cost", "contracted_cost", "billed_cost"})
+# Without a commitment every FOCUS cost column of a row is its cost.
+FOCUS_COSTS = ("list_cost", "contracted_cost", "billed_cost")
 
 
 def day_start(day: date) -> datetime:
@@ -125,13 +128,14 @@ def _row(job: JobFacts, day: date, lo: datetime, hi: datetime, model: str, profi
         "gpu_hours": hours, "used_gpu_hours": hours * used, "idle_gpu_hours": hours * idle, "cost": cost,
         "idle_cost": cost * idle, "energy_kwh": kwh, "energy_cost": kwh * (pricing.energy_price_per_kwh or ZERO),
         "carbon_kg": kwh * terms.intensity(job.cluster, day_start(day) + DAY),
+        **{name: cost for name in FOCUS_COSTS}, "commitment_gpu_hours": ZERO,
     }  # fmt: skip
     return {
         "kind": "usage", "month": month_of(day).start.date(), "day": day, "period_start": lo, "period_end": hi,
         "cluster_id": job.cluster_id, "cluster_name": job.cluster, "job_id": job.pk, "job_ref": job.ref,
         "user_name": job.user, "team_id": job.team_id, "team_name": job.team or UNATTRIBUTED,
         "project_id": job.project_id, "project_name": job.project, "gpu_model": model, "mig_profile": profile,
-        "currency": currency, "at_default_rate": pricing.at_default,
+        "currency": currency, "at_default_rate": pricing.at_default, "commitment_id": None,
         "billed": terms.billed(job.cluster, day_start(day) + DAY),
         **{name: quantized(name, value) for name, value in amounts.items()},
     }  # fmt: skip
@@ -248,7 +252,7 @@ def _blank(kind: str, cluster_id: int, cluster: str, day: date, until: datetime,
         "period_end": min(first + DAY, max(until, first)), "cluster_id": cluster_id, "cluster_name": cluster,
         "job_id": None, "job_ref": "", "user_name": "", "team_id": None, "team_name": UNALLOCATED, "project_id": None,
         "project_name": "", "gpu_model": model, "mig_profile": "", "currency": currency, "at_default_rate": False,
-        **{name: ZERO for name in AMOUNTS},
+        "commitment_id": None, **{name: ZERO for name in AMOUNTS},
     }  # fmt: skip
 
 
@@ -276,6 +280,7 @@ def unallocated_rows(
         rows.extend(_shares(cluster_id, cluster, day, until, model, currency, hours, cost, weights))
     for row in rows:
         row["billed"] = billed
+        row.update((name, row["cost"]) for name in FOCUS_COSTS)
     return rows
 
 

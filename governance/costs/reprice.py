@@ -22,6 +22,7 @@ from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
 from governance.costs import corrections
+from governance.costs.commitment_rows import commitment_days_refresh, commitments_apply, job_days_widen
 from governance.costs.ledger import (
     DAY,
     Allocated,
@@ -35,6 +36,7 @@ from governance.costs.ledger import (
     month_of,
     unallocated_rows,
 )
+from governance.costs.ledger_writes import WRITE_BATCH, rows_insert, usage_replace
 from governance.costs.locks import lock_cluster_days, lock_jobs, lock_months
 from governance.costs.models import CapacityDay, Charge
 from governance.costs.terms import SHARE, TermsByMonth
@@ -47,7 +49,6 @@ logger = logging.getLogger(__name__)
 
 CLAIM_LIMIT = 5000
 EVALUATE_TASK = "efficiency.evaluate_jobs"
-WRITE_BATCH = 2000
 CLAIM = """
 DELETE FROM usage_pricingmark WHERE id IN (
     SELECT id FROM usage_pricingmark ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
@@ -113,6 +114,7 @@ def reprice(
     Runs in the caller's transaction."""
     now = now or timezone.now()
     terms = TermsByMonth()
+    job_days_widen(job_days, cluster_days, terms)
     months = {month_of(d) for days in job_days.values() for d in days} | {month_of(d) for _, d in cluster_days}
     lock_months(months, shared=True)
     jobs = _jobs(job_days.keys())
@@ -127,7 +129,8 @@ def reprice(
             month = month_of(day)
             until = now if not terms.closed(month) else month.end
             rows.extend(job_day_rows(job, day, until, hours.get((pk, day), []), terms.of(month)))
-    _replace_usage(job_days, rows, now)
+    committed = commitments_apply(rows, jobs, hours, terms, now)
+    usage_replace(job_days, rows, now)
     if jobs:
         # The findings' waste is priced from these rows: count it again once they are committed (by the task's
         # name: costs never imports efficiency).
@@ -135,6 +138,8 @@ def reprice(
     touched = set(cluster_days) | {
         (jobs[pk].cluster_id, d) for pk, days in job_days.items() if pk in jobs for d in days
     }
+    priced = {(row["cluster_id"], row["day"]) for row in rows}
+    rows_insert(committed + commitment_days_refresh(touched, terms, now, priced), now)
     touched |= _shared_months(touched, terms, now)
     cluster_days_refresh(touched, now=now, terms=terms)
     closed = sorted({month_of(d) for _, d in touched if terms.closed(month_of(d))})
@@ -226,53 +231,6 @@ def _hour_use(jobs: dict[int, JobFacts], job_days: dict[int, set[date]]) -> dict
     return out
 
 
-DELETE_JOB_DAYS = """
-DELETE FROM costs_charge WHERE kind = 'usage'
-AND (job_id, day) IN (SELECT * FROM unnest(%s::int8[], %s::date[]))
-"""
-
-
-def _replace_usage(job_days: dict[int, set[date]], rows: list[dict], now: datetime) -> None:
-    pairs = [(pk, d) for pk, days in job_days.items() for d in days]
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(DELETE_JOB_DAYS, [[p for p, _ in pairs], [d for _, d in pairs]])
-    else:
-        for pk, days in job_days.items():
-            Charge.objects.filter(kind=Charge.Kind.USAGE, job_id=pk, day__in=days).delete()
-    _insert(rows, now)
-
-
-# The ledger's columns as pricing writes them, and their types for a binary COPY (PostgreSQL): building an ORM
-# object and an INSERT parameter per value cost most of what pricing a day costs.
-COPY_COLUMNS = (
-    ("kind", "text"), ("month", "date"), ("day", "date"), ("period_start", "timestamptz"),
-    ("period_end", "timestamptz"), ("cluster_id", "int8"), ("cluster_name", "text"), ("job_id", "int8"),
-    ("job_ref", "text"), ("user_name", "text"), ("team_id", "int8"), ("team_name", "text"), ("project_id", "int8"),
-    ("project_name", "text"), ("gpu_model", "text"), ("mig_profile", "text"), ("gpu_hours", "numeric"),
-    ("used_gpu_hours", "numeric"), ("idle_gpu_hours", "numeric"), ("cost", "numeric"), ("idle_cost", "numeric"),
-    ("energy_kwh", "numeric"), ("energy_cost", "numeric"), ("carbon_kg", "numeric"), ("currency", "text"),
-    ("at_default_rate", "bool"), ("billed", "bool"),
-)  # fmt: skip
-COPY_INTO = "COPY costs_charge ({}, corrected_kind, reason, priced_at) FROM STDIN (FORMAT BINARY)".format(
-    ", ".join(name for name, _ in COPY_COLUMNS)
-)
-
-
-def _insert(rows: list[dict], now: datetime) -> None:
-    if not rows:
-        return
-    if connection.vendor == "postgresql":
-        names = [name for name, _ in COPY_COLUMNS]
-        with connection.cursor() as cursor, cursor.cursor.copy(COPY_INTO) as copy:
-            copy.set_types([kind for _, kind in COPY_COLUMNS] + ["text", "text", "timestamptz"])
-            for row in rows:
-                copy.write_row([row[name] for name in names] + ["", "", now])
-        return
-    for i in range(0, len(rows), WRITE_BATCH):
-        Charge.objects.bulk_create([Charge(priced_at=now, **row) for row in rows[i : i + WRITE_BATCH]])
-
-
 def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: TermsByMonth) -> None:
     """Recompute the capacity and unallocated lines of these cluster-days from the usage rows written so far.
     A closed month's capacity stays as it was frozen; late usage only takes from its unallocated line."""
@@ -290,7 +248,7 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
     usage = (
         Charge.objects.filter(kind=Charge.Kind.USAGE, cluster_id__in=clusters, day__gte=days[0], day__lte=days[-1])
         .values("cluster_id", "day", "gpu_model")
-        .annotate(hours=Sum("gpu_hours"), cost=Sum("cost"))
+        .annotate(hours=Sum("gpu_hours"), cost=Sum("list_cost"))  # capacity is at list: so is what jobs took of it
         .order_by()
     )
     allocated: dict[tuple[int, date], Allocated] = defaultdict(Allocated)
@@ -342,7 +300,7 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
     Charge.objects.filter(stale, kind__in=[Charge.Kind.UNALLOCATED, Charge.Kind.SHARED]).delete()
     CapacityDay.objects.filter(stale).delete()
     CapacityDay.objects.bulk_create(fresh, batch_size=WRITE_BATCH)
-    _insert(rows, now)
+    rows_insert(rows, now)
 
 
 def _cover_allocation(capacity: dict[str, Capacity], allocated: Allocated) -> None:

@@ -13,8 +13,9 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.db.models import Count, Max, QuerySet, Sum
 
+from governance.costs.commitment_checks import commitments_check
 from governance.costs.corrections import closed_months
 from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO
 from governance.costs.models import CapacityDay, Charge, MonthClose, StatementLine
@@ -29,6 +30,7 @@ __all__ = [
 LINE_FIELDS = (
     "kind", "period_start", "period_end", "cluster_name", "team_id", "team_name", "project_name", "job_ref",
     "user_name", "gpu_model", "mig_profile", *AMOUNTS, "currency", "at_default_rate", "corrects", "reason", "billed",
+    "commitment_id",
 )  # fmt: skip
 
 
@@ -55,11 +57,16 @@ class Line:
     energy_kwh: Decimal
     energy_cost: Decimal
     carbon_kg: Decimal
+    list_cost: Decimal
+    contracted_cost: Decimal
+    billed_cost: Decimal
+    commitment_gpu_hours: Decimal
     currency: str
     at_default_rate: bool
     corrects: Month | None
     reason: str
     billed: bool = True
+    commitment_id: int | None = None
 
 
 def month_closed(month: Month) -> MonthClose | None:
@@ -106,7 +113,7 @@ def statement_charges(
             gpu_model=values["gpu_model"], mig_profile=values["mig_profile"],
             **{a: values[a] for a in AMOUNTS}, currency=values["currency"],
             at_default_rate=values["at_default_rate"], corrects=_corrects(values["corrects"]),
-            reason=values["reason"], billed=values["billed"],
+            reason=values["reason"], billed=values["billed"], commitment_id=values["commitment_id"],
         )  # fmt: skip
 
 
@@ -265,9 +272,7 @@ class Reconciliation:
         return not self.problems
 
 
-GAP = (
-    "{cluster}: {model} on {day} allocated {allocated} GPU-hours but capacity is {capacity} (gap {gap} GPU-hours)"
-)
+GAP = "{cluster}: {model} on {day} allocated {allocated} GPU-hours but capacity is {capacity} (gap {gap} GPU-hours)"
 OFF = (
     "{cluster}: team charges + unallocated = {charged} {currency} but capacity x rate = {capacity} {currency}"
     " (off by {off})"
@@ -284,7 +289,10 @@ def reconcile(*, month: Month) -> Reconciliation:
     close = month_closed(month)
     ledger = Charge.objects.filter(month=month.start.date()).exclude(kind="adjustment")
     currency = _currency(ledger)
-    charged = dict(ledger.values("cluster_name").annotate(c=Sum("cost")).values_list("cluster_name", "c"))
+    # Capacity is priced at list, and so is what jobs took of it; commitments are checked on their own.
+    at_list = ledger.exclude(kind__in=["unused", "purchase"]).values("cluster_name").annotate(c=Sum("list_cost"))
+    charged = dict(at_list.values_list("cluster_name", "c"))
+    effective = dict(ledger.values("cluster_name").annotate(c=Sum("cost")).values_list("cluster_name", "c"))
     capacity = CapacityDay.objects.filter(day__gte=month.start.date(), day__lt=month.end.date())
     capacity_cost = dict(capacity.values("cluster__name").annotate(c=Sum("cost")).values_list("cluster__name", "c"))
     problems = []
@@ -307,8 +315,9 @@ def reconcile(*, month: Month) -> Reconciliation:
         if check.off_by:
             problems.append(OFF.format(cluster=check.cluster, charged=to_cents(check.charged), currency=currency,
                                        capacity=to_cents(check.capacity_cost), off=check.off_by))  # fmt: skip
+    problems.extend(commitments_check(month=month, currency=currency))
     if close is not None:
-        problems.extend(_closed_month_drift(month, close, charged, currency))
+        problems.extend(_closed_month_drift(month, close, effective, currency))
     return Reconciliation(month=month, currency=currency, clusters=checks, problems=problems)
 
 
@@ -333,7 +342,6 @@ def _closed_month_drift(month: Month, close: MonthClose, repriced: dict[str, Dec
             problems.append(DRIFT.format(cluster=name, billed=to_cents(billed.get(name, ZERO)), currency=currency,
                                          repriced=to_cents(repriced.get(name) or ZERO), off=off))  # fmt: skip
     return problems
-
 
 
 @dataclass(frozen=True)
@@ -367,30 +375,3 @@ def unattributed(*, month: Month) -> list[Unattributed]:
         )
         for g in groups
     ]  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Footprint:
-    """A team's (or every visible team's) month beside its bill: energy, carbon, and the cost shown, not billed."""
-
-    team_id: int | None
-    team: str
-    energy_kwh: Decimal
-    carbon_kg: Decimal
-    showback_cost: Decimal
-    currency: str
-
-
-def footprint_by_team(*, month: Month, team_ids: Iterable[int | None] | None = None) -> list[Footprint]:
-    """Per team: kWh, kg CO2e and the showback cost (statements carry it, nobody is billed for it)."""
-    rows = month_rows(month, team_ids)
-    currency = _currency(rows)
-    totals = (
-        rows.values("team_id", "team_name")
-        .annotate(kwh=Sum("energy_kwh"), carbon=Sum("carbon_kg"), showback=Sum("cost", filter=Q(billed=False)))
-        .order_by("team_name", "team_id")
-    )
-    return [
-        Footprint(r["team_id"], r["team_name"], r["kwh"] or ZERO, r["carbon"] or ZERO, r["showback"] or ZERO, currency)
-        for r in totals
-    ]

@@ -1,32 +1,35 @@
-"""Writes for chargeback: rate cards, declared capacity, budgets, closing a month, budget alerts."""
+"""Writes for chargeback: rate cards, declared capacity, policies, commitments, budgets, closing a month.
+Budget alerts live in governance/costs/budget_alerts.py (re-exported here)."""
 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.mail import send_mail
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+# Re-exported: callers import the budget alerts from here.
+from governance.costs.budget_alerts import (  # noqa: F401
+    DEFAULT_THRESHOLDS,
+    AlertSent,
+    budget_alerts_check,
+    forecast_alert_text,
+)
 from governance.costs.carbon import country_intensity
 from governance.costs.corrections import corrections_refresh, months_corrected_in
 from governance.costs.currency import validate_currency
-from governance.costs.forecasts import spend_forecast
 from governance.costs.locks import lock_months
 from governance.costs.marks import terms_changed
 from governance.costs.models import (
     DEFAULT_MODEL,
     BillingModeTerm,
     Budget,
-    BudgetAlert,
     Charge,
+    Commitment,
     DeclaredCapacity,
     GridIntensity,
     MonthClose,
@@ -36,13 +39,10 @@ from governance.costs.models import (
 )
 from governance.costs.owned import Derivation, owned_rate_derive
 from governance.costs.reprice import month_reprice
-from governance.costs.selectors import chargeback_by_team
 from governance.costs.terms import live_terms
 from governance.fleet.models import Cluster
-from governance.lib.money import to_cents
 from governance.lib.months import Month
-from governance.notify.services import notification_enqueue
-from governance.org.models import Membership, Team, User
+from governance.org.models import Team, User
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,6 @@ CURRENCY_MISMATCH = "currency: {currency} differs from the rate cards in force (
 NOT_NEGATIVE = "{field}: must not be negative (got {value})."
 NOT_A_NUMBER = "{field}: {value!r} is not a number."
 UNKNOWN_CLUSTER = "cluster: no cluster named {name!r}."
-DEFAULT_THRESHOLDS = [50, 80, 100]
 BATCH = 5000
 
 
@@ -220,6 +219,52 @@ def grid_intensity_set(
     return term
 
 
+COMMITMENT_OVERLAPS = (
+    "start: {team} already has a commitment for {model} on {cluster} from {start:%Y-%m-%d} to {end:%Y-%m-%d};"
+    " one commitment per team, cluster and model at a time."
+)
+ENDS_BEFORE_START = "end: must come after start."
+NOT_A_PERCENTAGE = "contracted_discount_percent: must be between 0 and 100 (got {value})."
+
+
+def commitment_set(
+    *, team: Team, cluster: str, gpu_model: str, gpus: int, price: Decimal | str, start: datetime, end: datetime,
+    contracted_discount_percent: Decimal | str = Decimal(0), currency: str = "USD", name: str = "",
+) -> Commitment:  # fmt: skip
+    """Reserve `gpus` GPUs of a model on a cluster for a team at a committed price from `start` to `end`; a start in
+    a closed month is refused. The open days from `start` on are re-priced."""
+    price = _decimal(price, "price")
+    discount = _decimal(contracted_discount_percent, "contracted_discount_percent")
+    if discount > 100:
+        raise ValidationError(NOT_A_PERCENTAGE.format(value=discount), code="invalid")
+    if gpus < 1:
+        raise ValidationError("gpus: commit at least one GPU.", code="invalid")
+    if end <= start:
+        raise ValidationError(ENDS_BEFORE_START, code="invalid")
+    if not gpu_model.strip():
+        raise ValidationError("gpu_model: must not be empty.")
+    validate_currency(currency)
+    existing = set(RateCard.objects.values_list("currency", flat=True))
+    if existing and existing != {currency}:
+        raise ValidationError(CURRENCY_MISMATCH.format(currency=currency, existing=", ".join(sorted(existing))))
+    month_open_check(when=start, field="start")
+    cluster_obj = _cluster(cluster)
+    with transaction.atomic():
+        clash = Commitment.objects.filter(team=team, cluster=cluster_obj, gpu_model=gpu_model.strip(),
+                                          start__lt=end, end__gt=start).first()  # fmt: skip
+        if clash is not None:
+            text = COMMITMENT_OVERLAPS.format(
+                team=team.name, model=clash.gpu_model, cluster=cluster, start=clash.start, end=clash.end
+            )
+            raise ValidationError(text, code="overlaps")
+        commitment = Commitment.objects.create(
+            team=team, cluster=cluster_obj, gpu_model=gpu_model.strip(), gpus=gpus, price_per_gpu_hour=price,
+            contracted_discount_percent=discount, currency=currency, start=start, end=end, name=name,
+        )  # fmt: skip
+        terms_changed(since=start, cluster_id=cluster_obj.pk, gpu_model=commitment.gpu_model)
+    return commitment
+
+
 def owned_gpu_rate_derive(*, cost: OwnedGpuCost, measured_days: int = 30, now: datetime | None = None) -> Derivation:
     """The hourly rate of an owned GPU with its arithmetic: capex amortised per month, the mean kW its jobs drew
     over the last `measured_days` (from the ledger's kWh / GPU-hours) x the power price, and the overhead share."""
@@ -270,10 +315,11 @@ FREEZE = """
 INSERT INTO costs_statementline (close_id, kind, period_start, period_end, corrects, cluster_name, team_id,
     team_name, project_name, job_ref, user_name, gpu_model, mig_profile, gpu_hours, used_gpu_hours, idle_gpu_hours,
     cost, idle_cost, energy_kwh, energy_cost, carbon_kg, billed, currency, at_default_rate, job_id, project_id,
-    corrected_kind, reason)
+    corrected_kind, reason, list_cost, contracted_cost, billed_cost, commitment_gpu_hours, commitment_id)
 SELECT %s, kind, period_start, period_end, corrects, cluster_name, team_id, team_name, project_name, job_ref,
     user_name, gpu_model, mig_profile, gpu_hours, used_gpu_hours, idle_gpu_hours, cost, idle_cost, energy_kwh,
-    energy_cost, carbon_kg, billed, currency, at_default_rate, job_id, project_id, corrected_kind, reason
+    energy_cost, carbon_kg, billed, currency, at_default_rate, job_id, project_id, corrected_kind, reason,
+    list_cost, contracted_cost, billed_cost, commitment_gpu_hours, commitment_id
 FROM costs_charge WHERE month = %s ORDER BY kind, period_start, id
 """
 
@@ -298,116 +344,3 @@ def statement_close(*, month: Month, user: User | None = None, now: datetime | N
     except IntegrityError:
         raise ValidationError(MONTH_ALREADY_CLOSED.format(month=month), code="month_closed") from None
     return close
-
-
-@dataclass(frozen=True)
-class AlertSent:
-    team: str
-    threshold: int
-    spent: Decimal
-    budget: Decimal
-    currency: str
-    kind: str = BudgetAlert.Kind.ACTUAL
-    expected_on: date | None = None
-
-
-def budget_alerts_check(*, month: Month | None = None, now: datetime | None = None) -> list[AlertSent]:
-    """Record each newly crossed threshold once, then tell the team lead by email (after commit) and the webhooks
-    (an outbox row per destination, delivered and retried by the worker)."""
-    now = now or timezone.now()
-    month = month or Month.of(now)
-    sent = []
-    budgets = list(Budget.objects.filter(month=month.start.date()).select_related("team"))
-    if not budgets:
-        return sent
-    spent_by_team: dict[int | None, Decimal] = defaultdict(Decimal)
-    for charge in chargeback_by_team(month=month, team_ids=[b.team_id for b in budgets]):
-        spent_by_team[charge.team_id] += charge.cost
-    for budget in budgets:
-        spent = to_cents(spent_by_team[budget.team_id])
-        for threshold in sorted(budget.thresholds or DEFAULT_THRESHOLDS):
-            if spent * 100 < budget.amount * threshold:
-                continue
-            note = AlertSent(budget.team.name, threshold, spent, budget.amount, budget.currency)
-            try:
-                with transaction.atomic():
-                    alert = BudgetAlert.objects.create(budget=budget, threshold=threshold, spent=spent)
-                    _announce(budget, note, alert.pk)  # the outbox rows commit with the alert
-            except IntegrityError:
-                continue  # announced before: once per threshold and month
-            sent.append(note)
-    sent.extend(_forecast_alerts(budgets, spent_by_team, month, now))
-    return sent
-
-
-def _forecast_alerts(budgets: list[Budget], spent: dict, month: Month, now: datetime) -> list[AlertSent]:
-    """Once per budget and month: the month-end forecast exceeds the budget that the spend has not reached yet."""
-    pending = [b for b in budgets if to_cents(spent[b.team_id]) < b.amount]
-    if not pending or month.end <= now:
-        return []
-    as_of = (now - timedelta(days=1)).date()  # the last whole day
-    forecasts = {f.key: f for f in spend_forecast(month=month, as_of=as_of, keys=[b.team_id for b in pending])}
-    sent = []
-    for budget in pending:
-        f = forecasts.get(budget.team_id)
-        if f is None or f.forecast <= budget.amount:
-            continue
-        try:
-            with transaction.atomic():
-                alert = BudgetAlert.objects.create(budget=budget, kind=BudgetAlert.Kind.FORECAST, threshold=100,
-                                                   spent=f.forecast, expected_on=f.crosses(budget.amount))  # fmt: skip
-        except IntegrityError:
-            continue
-        note = AlertSent(budget.team.name, 100, f.forecast, budget.amount, budget.currency,
-                         BudgetAlert.Kind.FORECAST, alert.expected_on)  # fmt: skip
-        transaction.on_commit(lambda b=budget, n=note, a=alert.pk: _announce(b, n, a))
-        sent.append(note)
-    return sent
-
-
-def forecast_alert_text(note: AlertSent) -> str:
-    """'nlp will exceed 50,000 USD by about the 24th (forecast 61,000 USD)'."""
-    when = f" by about the {_ordinal(note.expected_on.day)}" if note.expected_on else ""
-    return (f"{note.team} will exceed {note.budget:,.2f} {note.currency}{when}"
-            f" (month-end forecast {note.spent:,.2f} {note.currency}).")  # fmt: skip
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
-def _lead_emails(team: Team) -> list[str]:
-    emails = list(
-        Membership.objects.filter(team=team, role=Membership.Role.LEAD)
-        .exclude(user__email="")
-        .values_list("user__email", flat=True)
-    )
-    return emails or ([team.lead_email] if team.lead_email else [])
-
-
-def _announce(budget: Budget, note: AlertSent, alert_pk: int) -> None:
-    subject = f"[gpu-governance] {note.team} reached {note.threshold}% of its {budget.month:%Y-%m} GPU budget"
-    body = f"{note.team} has spent {note.spent} {note.currency} of {note.budget} {note.currency} ({note.threshold}%)."
-    if note.kind == BudgetAlert.Kind.FORECAST:
-        subject = f"[gpu-governance] {note.team} is forecast to exceed its {budget.month:%Y-%m} GPU budget"
-        body = forecast_alert_text(note)
-    recipients = _lead_emails(budget.team)
-    if recipients:
-        transaction.on_commit(lambda: send_mail(subject, body, None, recipients, fail_silently=True))
-    payload = {
-        "team": note.team,
-        "month": f"{budget.month:%Y-%m}",
-        "threshold": note.threshold,
-        "spent": str(note.spent),
-        "budget": str(note.budget),
-        "currency": note.currency,
-        "alert": alert_pk,
-    }
-    url = budget.webhook_url or settings.GOVERNANCE_BUDGET_WEBHOOK_URL
-    event = "budget.threshold"
-    if note.kind == BudgetAlert.Kind.FORECAST:
-        event = "budget.forecast"
-        payload |= {"kind": note.kind, "forecast": str(note.spent),
-                    "expected_on": note.expected_on.isoformat() if note.expected_on else None}  # fmt: skip
-    notification_enqueue(event=event, payload=payload, text=f"{subject}: {body}", destinations=[url])

@@ -1,4 +1,5 @@
-"""The terms a month is priced under: rate cards, declared capacity and unallocated policies.
+"""The terms a month is priced under: rate cards, declared capacity, unallocated policies, billing modes, grid
+intensity and commitments.
 
 An open month is priced under the terms as they stand; a closed month under the snapshot taken when it
 closed (MonthClose.terms), so nothing that changes afterwards re-prices it.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -16,13 +17,14 @@ from django.conf import settings
 from governance.costs.models import (
     DEFAULT_MODEL,
     BillingModeTerm,
+    Commitment,
     DeclaredCapacity,
     GridIntensity,
     MonthClose,
     RateCard,
     UnallocatedPolicyTerm,
 )
-from governance.costs.pricing import Card, Rate, RateBook
+from governance.costs.pricing import Card, Rate, RateBook, gpu_hours
 from governance.fleet.models import Cluster
 from governance.lib.months import Month
 
@@ -33,6 +35,49 @@ BILLED = "billed"
 
 class MixedCurrencies(ValueError):
     pass
+
+
+HUNDRED = Decimal(100)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitmentTerm:
+    """A commitment as plain data (live, or from a closed month's snapshot); governance/costs/commitments.py
+    applies it."""
+
+    pk: int
+    name: str
+    team_id: int
+    team: str
+    cluster: str
+    gpu_model: str
+    gpus: int
+    price: Decimal
+    discount_percent: Decimal
+    start: datetime
+    end: datetime
+
+    def contracted(self, list_cost: Decimal) -> Decimal:
+        """The rate card's cost less the negotiated discount (FOCUS ContractedCost)."""
+        return list_cost * (HUNDRED - self.discount_percent) / HUNDRED
+
+    def in_force_on(self, cluster: str, day_first: datetime) -> bool:
+        """Whether it covers some part of the day starting at `day_first` on this cluster."""
+        return self.cluster == cluster and self.start < day_first + timedelta(days=1) and self.end > day_first
+
+    def committed_hours(self, lo: datetime, hi: datetime) -> Decimal:
+        """Committed GPU-hours between lo and hi."""
+        return gpu_hours(max(lo, self.start), min(hi, self.end), self.gpus)
+
+    def snapshot(self) -> list:
+        return [self.pk, self.name, self.team_id, self.team, self.cluster, self.gpu_model, self.gpus, str(self.price),
+                str(self.discount_percent), self.start.isoformat(), self.end.isoformat()]  # fmt: skip
+
+    @classmethod
+    def from_snapshot(cls, data: list) -> CommitmentTerm:
+        pk, name, team_id, team, cluster, model, gpus, price, discount, start, end = data
+        return cls(pk, name, team_id, team, cluster, model, int(gpus), Decimal(price), Decimal(discount),
+                   datetime.fromisoformat(start), datetime.fromisoformat(end))  # fmt: skip
 
 
 @dataclass
@@ -48,6 +93,7 @@ class Terms:
     modes: dict[str, list[tuple[datetime, str]]] = field(default_factory=dict)
     # cluster -> [(valid_from, kg CO2e per kWh)] by valid_from
     intensities: dict[str, list[tuple[datetime, Decimal]]] = field(default_factory=dict)
+    commitments: list[CommitmentTerm] = field(default_factory=list)
     book: RateBook = field(init=False)
 
     def __post_init__(self) -> None:
@@ -116,6 +162,7 @@ class Terms:
                 for cluster, steps in sorted(self.intensities.items())
                 for valid_from, value in steps
             ],
+            "commitments": [c.snapshot() for c in self.commitments],
         }
 
     @classmethod
@@ -137,8 +184,9 @@ class Terms:
         intensities: dict[str, list[tuple[datetime, Decimal]]] = defaultdict(list)
         for cluster, since, value in data.get("intensities", []):
             intensities[cluster].append((datetime.fromisoformat(since), Decimal(value)))
+        commitments = [CommitmentTerm.from_snapshot(c) for c in data.get("commitments", [])]
         return cls(cards=cards, declared=_sorted(declared), policies=_sorted(policies), modes=_sorted(modes),
-                   intensities=_sorted(intensities))  # fmt: skip
+                   intensities=_sorted(intensities), commitments=commitments)  # fmt: skip
 
 
 def _sorted(steps: dict) -> dict:
@@ -174,8 +222,13 @@ def live_terms() -> Terms:
     intensities: dict[str, list[tuple[datetime, Decimal]]] = defaultdict(list)
     for cluster, since, value in GridIntensity.objects.values_list("cluster__name", "valid_from", "kg_co2e_per_kwh"):
         intensities[cluster].append((since, value))
+    commitments = [
+        CommitmentTerm(c.pk, c.name, c.team_id, c.team.name, c.cluster.name, c.gpu_model, c.gpus,
+                       c.price_per_gpu_hour, c.contracted_discount_percent, c.start, c.end)
+        for c in Commitment.objects.select_related("team", "cluster").order_by("start", "pk")
+    ]  # fmt: skip
     return Terms(cards=cards, declared=_sorted(declared), policies=_sorted(policies), modes=_sorted(modes),
-                 intensities=_sorted(intensities))  # fmt: skip
+                 intensities=_sorted(intensities), commitments=commitments)  # fmt: skip
 
 
 class TermsByMonth:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from governance.costs.selectors import ZERO, footprint_by_team
+from governance.costs.footprint import footprint_by_team
+from governance.costs.selectors import ZERO
 from governance.lib.months import Month
 
 

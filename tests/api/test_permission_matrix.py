@@ -66,6 +66,10 @@ class Row:
         return f"{self.method} {self.route}{scope}"
 
 
+COMMITMENT = {"team": "nlp", "cluster": "c1", "gpu_model": "NVIDIA A100-SXM4-80GB", "gpus": 4,
+              "price_per_gpu_hour": "2.50", "end": "2027-01-01T00:00:00Z"}  # fmt: skip
+
+
 # fmt: off
 ROWS = [
     # API root, schema and docs are public: they describe the API, they hold no data.
@@ -149,6 +153,22 @@ ROWS = [
         lambda w: f"{V1}/grid-intensity/",
         admins(201),
         {"cluster": "c1", "kg_co2e_per_kwh": "0.38", "valid_from": "2026-12-01T00:00:00Z"},
+    ),
+    # Commitments: admins set them; their team's (engineers an empty list).
+    Row("v1:commitments-list", "get", lambda w: f"{V1}/commitments/", everyone(200)),
+    Row(
+        "v1:commitments-list",
+        "post",
+        lambda w: f"{V1}/commitments/",
+        admins(201),
+        {**COMMITMENT, "start": "2026-12-01T00:00:00Z"},
+    ),
+    Row(
+        "v1:commitments-list",
+        "post",
+        lambda w: f"{V1}/commitments/",
+        {**admins(400), "admin": 400},
+        {**COMMITMENT, "start": "2026-10-15T00:00:00Z"},
     ),
     # Forecasts, footprint and anomalies: every signed-in user, each seeing only the teams they may see.
     Row("v1:forecast", "get", lambda w: f"{V1}/forecast/?month=2026-11", everyone(200)),

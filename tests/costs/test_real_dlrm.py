@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import time_machine
 from django.core.exceptions import ValidationError
-from django.db.models import Sum
+from django.db.models import F, Q, Sum
 
-from governance.costs.models import Charge
+from governance.costs.models import Charge, StatementLine
 from governance.costs.selectors import UNALLOCATED, chargeback_by_team
-from governance.costs.services import capacity_set, policy_set, rate_card_set, statement_close
+from governance.costs.services import capacity_set, commitment_set, policy_set, rate_card_set, statement_close
 from governance.lib.months import Month
 from governance.org.models import Project, Team
 from tests.factories import committed, ingest, iso, job_record, series
@@ -65,7 +65,8 @@ def closed_october(db):
         return _load_and_close()
 
 
-def _load_and_close() -> list[dict]:
+def _load_and_close(commit_to: str | None = None) -> list[dict]:
+    """Load October and close it; `commit_to` (an app) first gets a commitment of 8 A10s for the month."""
     rows = _instances()
     for app in sorted({r["app_name"] for r in rows}):
         team = Team.objects.create(slug=app.replace("_", "-"), name=app)
@@ -74,6 +75,9 @@ def _load_and_close() -> list[dict]:
         rate_card_set(gpu_model=A10, price="1.00", currency="USD", valid_from=_moment("2026-01-01"))
         rate_card_set(gpu_model=A10, price="1.20", currency="USD", valid_from=_moment("2026-10-16"))
         capacity_set(cluster="dlrm", gpu_model=A10, count=640, valid_from=_moment("2026-01-01"))
+        if commit_to:
+            commitment_set(team=Team.objects.get(name=commit_to), cluster="dlrm", gpu_model=A10, gpus=8, price="0.70",
+                           start=OCT.start, end=OCT.end, contracted_discount_percent="5")  # fmt: skip
     records = _records(rows)
     for i in range(0, len(records), 400):
         ingest(records[i : i + 400])
@@ -187,4 +191,41 @@ def test_the_same_late_batch_twice_corrects_once(closed_october):
     ingest([late])  # the same record again under a new batch id: the job is the same job
 
     assert _november_corrections()[("app_3", "usage")] == Decimal("5.00")
+    assert_billing_invariants(before)
+
+
+COMMITTED_APP = "app_114"  # 2 to 15 GPUs over the month: under and over a commitment of 8
+
+
+@pytest.fixture
+def committed_october(db):
+    with time_machine.travel(AFTER_CLOSE, tick=False):
+        return _load_and_close(commit_to=COMMITTED_APP)
+
+
+@time_machine.travel(AFTER_CLOSE, tick=False)
+def test_a_commitment_on_one_real_app_bills_what_it_charges_and_late_usage_corrects_it(committed_october):
+    frozen = StatementLine.objects.filter(close__month=OCT.start.date(), team__name=COMMITTED_APP)
+    sums = frozen.aggregate(billed=Sum("billed_cost"), effective=Sum("cost"), fee=Sum("billed_cost", filter=Q(
+        kind="purchase")), covered=Sum("commitment_gpu_hours", filter=Q(kind="usage")))  # fmt: skip
+    assert sums["fee"].quantize(Decimal("0.01")) == Decimal(8 * 31 * 24) * Decimal("0.70")
+    assert sums["billed"].quantize(Decimal("0.01")) == sums["effective"].quantize(Decimal("0.01"))
+    assert 0 < sums["covered"] < 8 * 31 * 24, "the app drew on the commitment and left some of it unused"
+    usage = frozen.filter(kind="usage")
+    assert usage.filter(commitment_gpu_hours__gt=0, commitment_gpu_hours__lt=F("gpu_hours")).exists(), "overage"
+    assert not usage.filter(contracted_cost__gt=F("list_cost")).exists()
+    assert not usage.filter(commitment_gpu_hours__gt=0, cost__gte=F("contracted_cost")).exists()
+    before = closed_totals()
+
+    ingest([job_record(cluster="dlrm", job_id="late-c", user="svc", project=COMMITTED_APP, team=COMMITTED_APP,
+                       gpus=2, gpu_model=A10, submit_time="2026-10-20T00:00:00Z", start_time="2026-10-20T00:00:00Z",
+                       end_time="2026-10-20T10:00:00Z", state="completed")])  # fmt: skip
+
+    late = Charge.objects.filter(month=NOV.start.date(), kind="adjustment", team_name=COMMITTED_APP)
+    assert late.filter(corrected_kind="usage", job_ref="late-c").exists()
+    sums = late.aggregate(billed=Sum("billed_cost"), effective=Sum("cost"))
+    # What the commitment had spare covers part of the 20 GPU-h (already paid: the unused row gives it back); the
+    # rest is overage at 1.20 less 5%. Billed and charged agree either way.
+    assert sums["billed"].quantize(Decimal("0.01")) == sums["effective"].quantize(Decimal("0.01"))
+    assert 0 <= sums["effective"] <= 20 * Decimal("1.20") * Decimal("0.95")
     assert_billing_invariants(before)

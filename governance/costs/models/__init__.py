@@ -1,0 +1,20 @@
+"""The costs app's models, one module per area; every name is importable from here as before."""
+
+from governance.costs.models.budgets import Anomaly, Budget, BudgetAlert
+from governance.costs.models.common import DEFAULT_MODEL, HOURS, MONEY
+from governance.costs.models.ledger import CapacityDay, Charge, MonthClose, StatementLine
+from governance.costs.models.terms import (
+    BillingModeTerm,
+    Commitment,
+    DeclaredCapacity,
+    GridIntensity,
+    OwnedGpuCost,
+    RateCard,
+    UnallocatedPolicyTerm,
+)
+
+__all__ = [
+    "DEFAULT_MODEL", "HOURS", "MONEY", "Anomaly", "BillingModeTerm", "Budget", "BudgetAlert", "CapacityDay", "Charge",
+    "Commitment", "DeclaredCapacity", "GridIntensity", "MonthClose", "OwnedGpuCost", "RateCard", "StatementLine",
+    "UnallocatedPolicyTerm",
+]  # fmt: skip
