@@ -11,10 +11,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 400
 
-# Modules over the limit whose split is under way on another branch (issue 20, the costs part).
-# Each entry leaves this set in the merge that splits it; test_the_size_exceptions_are_still_needed says when.
-OVER_LIMIT_PENDING_SPLIT = {"governance/costs/api.py", "governance/costs/models.py", "governance/costs/services.py"}
-
 GOVERNANCE_APPS = {"org", "fleet", "usage", "costs", "efficiency", "api", "dashboard", "notify", "schedule"}
 
 # (importer, imported): arrows that point up the data path.
@@ -93,14 +89,9 @@ def test_no_module_is_over_400_lines() -> None:
     for path in MODULES.values():
         rel = str(path.relative_to(ROOT))
         lines = len(path.read_text().splitlines())
-        if lines > MAX_LINES and rel not in OVER_LIMIT_PENDING_SPLIT:
+        if lines > MAX_LINES:
             too_long.append(f"{rel}: {lines} lines")
     assert not too_long, f"split these modules (limit {MAX_LINES} lines): {too_long}"
-
-
-def test_the_size_exceptions_are_still_needed() -> None:
-    done = [rel for rel in OVER_LIMIT_PENDING_SPLIT if len((ROOT / rel).read_text().splitlines()) <= MAX_LINES]
-    assert not done, f"these modules are now short: remove them from OVER_LIMIT_PENDING_SPLIT: {done}"
 
 
 def test_no_two_modules_import_each_other() -> None:

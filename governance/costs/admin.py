@@ -16,7 +16,7 @@ from governance.costs.models import (
     StatementLine,
     UnallocatedPolicyTerm,
 )
-from governance.costs.services import last_closed_month, month_open_check
+from governance.costs.services import cluster_policy_follow, last_closed_month, month_open_check
 
 
 class OpenMonthForm(forms.ModelForm):
@@ -25,7 +25,8 @@ class OpenMonthForm(forms.ModelForm):
     moment_field = "valid_from"
 
     def clean(self):
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         moments = [cleaned.get(self.moment_field)]
         if self.instance.pk:
             moments.append(getattr(self.instance, self.moment_field))
@@ -80,7 +81,8 @@ class CommitmentForm(OpenMonthForm):
 
 
 class TermAdmin(admin.ModelAdmin):
-    """A term saved or deleted here re-prices the open days it touches, as the services do."""
+    """A term saved or deleted here re-prices the open days it touches, as the services do; one dated into a closed
+    month is not deleted."""
 
     def changed(self, obj) -> None:
         model = getattr(obj, "gpu_model", None)
@@ -91,16 +93,13 @@ class TermAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change) -> None:
         super().save_model(request, obj, form, change)
         if isinstance(obj, UnallocatedPolicyTerm):
-            current = UnallocatedPolicyTerm.objects.filter(cluster=obj.cluster).order_by("-valid_from").first()
-            type(obj.cluster).objects.filter(pk=obj.cluster_id).update(unallocated_policy=current.policy)
+            cluster_policy_follow(cluster_id=obj.cluster_id)
         self.changed(obj)
 
     def delete_model(self, request, obj) -> None:
         super().delete_model(request, obj)
         self.changed(obj)
 
-
-class ClosedRowsAreNotDeleted:
     def has_delete_permission(self, request, obj=None) -> bool:
         if obj is None:
             return False
@@ -112,7 +111,7 @@ class ClosedRowsAreNotDeleted:
 
 
 @admin.register(RateCard)
-class RateCardAdmin(ClosedRowsAreNotDeleted, TermAdmin):
+class RateCardAdmin(TermAdmin):
     form = RateCardForm
     list_display = ("gpu_model", "cluster", "price_per_gpu_hour", "currency", "energy_price_per_kwh", "valid_from")
     list_filter = ("gpu_model", "currency", "cluster")
@@ -120,21 +119,21 @@ class RateCardAdmin(ClosedRowsAreNotDeleted, TermAdmin):
 
 
 @admin.register(DeclaredCapacity)
-class DeclaredCapacityAdmin(ClosedRowsAreNotDeleted, TermAdmin):
+class DeclaredCapacityAdmin(TermAdmin):
     form = CapacityForm
     list_display = ("cluster", "gpu_model", "count", "valid_from")
     list_filter = ("cluster", "gpu_model")
 
 
 @admin.register(UnallocatedPolicyTerm)
-class PolicyTermAdmin(ClosedRowsAreNotDeleted, TermAdmin):
+class PolicyTermAdmin(TermAdmin):
     form = PolicyForm
     list_display = ("cluster", "policy", "valid_from", "created_at")
     list_filter = ("cluster", "policy")
 
 
 @admin.register(Commitment)
-class CommitmentAdmin(ClosedRowsAreNotDeleted, TermAdmin):
+class CommitmentAdmin(TermAdmin):
     form = CommitmentForm
     list_display = ("team", "cluster", "gpu_model", "gpus", "price_per_gpu_hour", "start", "end")
     list_filter = ("team", "cluster", "gpu_model")

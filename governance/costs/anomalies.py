@@ -21,7 +21,7 @@ from governance.notify.services import notification_enqueue
 
 # The outbox of governance/notify (branch `waste`) delivers what is queued under this task name.
 # Below these, a jump is noise whatever its score: money in the ledger's currency, GPU-hours, share points.
-FLOORS = {Anomaly.Metric.SPEND: 1.0, Anomaly.Metric.GPU_HOURS: 1.0, Anomaly.Metric.IDLE_SHARE: 0.05}
+FLOORS: dict[str, float] = {Anomaly.Metric.SPEND: 1.0, Anomaly.Metric.GPU_HOURS: 1.0, Anomaly.Metric.IDLE_SHARE: 0.05}
 
 
 def _series(first: date, last: date) -> dict[tuple[int, int | None], dict[date, list[float]]]:

@@ -2,6 +2,7 @@
 anomalies and what was billed to no team; the terms are in governance/costs/api_terms.py."""
 
 import json
+from typing import cast
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -36,6 +37,7 @@ from governance.costs.services import (
 )
 from governance.lib.money import to_cents
 from governance.lib.months import Month
+from governance.org.auth import signed_in_user
 from governance.org.models import User
 from governance.org.selectors import teams_led, teams_visible
 
@@ -86,7 +88,7 @@ class ChargebackView(APIView):
     """Cost per team for one month (JSON), or the FOCUS 1.2 CSV with ?format=csv (one row per job per day)."""
 
     permission_classes = [HasReadScope]
-    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, CsvRenderer]
+    renderer_classes = [*cast("list[type[renderers.BaseRenderer]]", api_settings.DEFAULT_RENDERER_CLASSES), CsvRenderer]
 
     @extend_schema(
         parameters=[
@@ -96,24 +98,25 @@ class ChargebackView(APIView):
         responses=TeamChargeSerializer(many=True),
     )
     def get(self, request: Request, format: str | None = None):
+        user = signed_in_user(request)
         query = MonthQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         month = Month.parse(query.validated_data["month"])
         slug = query.validated_data.get("team")
         if request.query_params.get("format") == "csv" or "text/csv" in request.headers.get("Accept", ""):
-            led = teams_led(user=request.user)
+            led = teams_led(user=user)
             if slug:
                 led = led.filter(slug=slug)
-            if not request.user.sees_all_costs and not led.exists():
+            if not user.sees_all_costs and not led.exists():
                 return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", DETAIL_NOT_ALLOWED)
-            team_ids = None if request.user.sees_all_costs and not slug else list(led.values_list("pk", flat=True))
+            team_ids = None if user.sees_all_costs and not slug else list(led.values_list("pk", flat=True))
             return _csv_response(month, team_ids)
         # Teams are matched by id: a team named like another sees only its own rows.
-        visible = teams_visible(user=request.user)
+        visible = teams_visible(user=user)
         if slug:
             visible = visible.filter(slug=slug)
         ids: list[int | None] | None = list(visible.values_list("pk", flat=True))
-        if request.user.sees_all_costs and not slug:
+        if user.sees_all_costs and not slug:
             ids = None  # finance and admins: every team, and the unattributed and unallocated lines
         closed = month_closed(month) is not None
         rows = [
@@ -156,14 +159,15 @@ class ForecastView(APIView):
 
     @extend_schema(parameters=[ForecastQuery], responses=ForecastSerializer(many=True))
     def get(self, request: Request):
+        user = signed_in_user(request)
         query = ForecastQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         v = query.validated_data
         month = Month.parse(v["month"])
-        visible = teams_visible(user=request.user)
+        visible = teams_visible(user=user)
         if v.get("team"):
             visible = visible.filter(slug=v["team"])
-        everything = request.user.sees_all_costs and not v.get("team")
+        everything = user.sees_all_costs and not v.get("team")
         team_ids = None if everything else list(visible.values_list("pk", flat=True))
         as_of = v.get("as_of") or last_whole_day(month, timezone.now())
         forecasts = spend_forecast(month=month, as_of=as_of, group=v["group"], team_ids=team_ids)
@@ -186,13 +190,14 @@ class FootprintView(APIView):
 
     @extend_schema(parameters=[MonthQuery], responses=FootprintSerializer(many=True))
     def get(self, request: Request):
+        user = signed_in_user(request)
         query = MonthQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         month = Month.parse(query.validated_data["month"])
-        visible = teams_visible(user=request.user)
+        visible = teams_visible(user=user)
         if query.validated_data.get("team"):
             visible = visible.filter(slug=query.validated_data["team"])
-        everything = request.user.sees_all_costs and not query.validated_data.get("team")
+        everything = user.sees_all_costs and not query.validated_data.get("team")
         ids = None if everything else list(visible.values_list("pk", flat=True))
         return Response(FootprintSerializer(footprint_by_team(month=month, team_ids=ids), many=True).data)
 
@@ -204,14 +209,15 @@ class MonthCloseView(APIView):
 
     @extend_schema(request=None, responses={201: dict})
     def post(self, request: Request, month: str):
-        if not request.user.sees_all_costs:
+        user = signed_in_user(request)
+        if not user.sees_all_costs:
             return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", NOT_ALLOWED.format(who="finance"))
         parsed = _month(month)
         if parsed is None:
             return error_response(status.HTTP_400_BAD_REQUEST, "invalid", f"month: {month!r} is not YYYY-MM.")
         try:
             with transaction.atomic():
-                close = statement_close(month=parsed, user=request.user)
+                close = statement_close(month=parsed, user=user)
                 audit_request_write(request=request, action=AuditEntry.Action.CLOSE, instance=close)
         except ValidationError as exc:
             if exc.code == "month_closed":  # closed already: the request conflicts with the month's state
@@ -295,12 +301,12 @@ class UnattributedView(generics.GenericAPIView):
 
     @extend_schema(parameters=[OpenApiParameter("month", str, required=False, description="YYYY-MM; default: now")])
     def get(self, request: Request) -> Response:
-        if not request.user.sees_all_costs:
+        if not signed_in_user(request).sees_all_costs:
             return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", NOT_ALLOWED.format(who="finance"))
         query = OptionalMonthQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         text = query.validated_data.get("month")
         month = Month.parse(text) if text else Month.of(timezone.now())
         rows = [{**vars(r), "cost": to_cents(r.cost)} for r in unattributed(month=month)]
-        page = self.paginate_queryset(rows)
+        page: list[dict] | None = self.paginate_queryset(rows)  # type: ignore[arg-type]  # DRF pages lists too
         return self.get_paginated_response(UnattributedSerializer(page, many=True).data)

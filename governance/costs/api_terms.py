@@ -35,6 +35,7 @@ from governance.costs.services import (
     rate_card_set,
 )
 from governance.lib.months import Month
+from governance.org.auth import signed_in_user
 from governance.org.models import Team, User
 from governance.org.selectors import teams_led
 
@@ -54,7 +55,7 @@ class RateCardSerializer(serializers.ModelSerializer):
         model = RateCard
         fields = ["id", "gpu_model", "cluster", "price_per_gpu_hour", "currency", "energy_price_per_kwh", "valid_from"]
         read_only_fields = ["id"]
-        validators = []  # the service validates (closed months, one currency) and upserts
+        validators: list = []  # the service validates (closed months, one currency) and upserts
 
 
 class CapacitySerializer(serializers.ModelSerializer):
@@ -64,7 +65,7 @@ class CapacitySerializer(serializers.ModelSerializer):
         model = DeclaredCapacity
         fields = ["id", "cluster", "gpu_model", "count", "valid_from"]
         read_only_fields = ["id"]
-        validators = []
+        validators: list = []
 
 
 class PolicySerializer(serializers.ModelSerializer):
@@ -74,7 +75,7 @@ class PolicySerializer(serializers.ModelSerializer):
         model = UnallocatedPolicyTerm
         fields = ["id", "cluster", "policy", "valid_from", "created_at"]
         read_only_fields = ["id", "created_at"]
-        validators = []
+        validators: list = []
 
 
 class BudgetSerializer(serializers.ModelSerializer):
@@ -85,7 +86,7 @@ class BudgetSerializer(serializers.ModelSerializer):
         model = Budget
         fields = ["id", "team", "month", "amount", "currency", "thresholds", "webhook_url"]
         read_only_fields = ["id"]
-        validators = []
+        validators: list = []
 
     def to_representation(self, instance: Budget) -> dict:
         data = super().to_representation(instance)
@@ -209,7 +210,7 @@ class BudgetViewSet(TermViewSet):
     def create(self, request: Request, *args, **kwargs) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        if not teams_led(user=request.user).filter(pk=serializer.validated_data["team"].pk).exists():
+        if not teams_led(user=signed_in_user(request)).filter(pk=serializer.validated_data["team"].pk).exists():
             return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", NOT_ALLOWED.format(who="its lead"))
         return super().create(request, *args, **kwargs)
 
@@ -227,7 +228,7 @@ class BillingModeSerializer(serializers.ModelSerializer):
         model = BillingModeTerm
         fields = ["id", "cluster", "mode", "valid_from"]
         read_only_fields = ["id"]
-        validators = []
+        validators: list = []
 
 
 class GridIntensitySerializer(serializers.ModelSerializer):
@@ -238,7 +239,7 @@ class GridIntensitySerializer(serializers.ModelSerializer):
         model = GridIntensity
         fields = ["id", "cluster", "location", "kg_co2e_per_kwh", "source", "valid_from"]
         read_only_fields = ["id"]
-        validators = []
+        validators: list = []
 
 
 class BillingModeFilter(ClusterNameFilter):
@@ -292,7 +293,7 @@ class CommitmentSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "team", "cluster", "gpu_model", "gpus", "price_per_gpu_hour",
                   "contracted_discount_percent", "currency", "start", "end", "created_at"]  # fmt: skip
         read_only_fields = ["id", "created_at"]
-        validators = []
+        validators: list = []
 
 
 class CommitmentFilter(ClusterNameFilter):

@@ -7,6 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from functools import partial
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -40,7 +41,7 @@ def budget_alerts_check(*, month: Month | None = None, now: datetime | None = No
     (an outbox row per destination, delivered and retried by the worker)."""
     now = now or timezone.now()
     month = month or Month.of(now)
-    sent = []
+    sent: list[AlertSent] = []
     budgets = list(Budget.objects.filter(month=month.start.date()).select_related("team"))
     if not budgets:
         return sent
@@ -84,7 +85,7 @@ def _forecast_alerts(budgets: list[Budget], spent: dict, month: Month, now: date
             continue
         note = AlertSent(budget.team.name, 100, f.forecast, budget.amount, budget.currency,
                          BudgetAlert.Kind.FORECAST, alert.expected_on)  # fmt: skip
-        transaction.on_commit(lambda b=budget, n=note, a=alert.pk: _announce(b, n, a))
+        transaction.on_commit(partial(_announce, budget, note, alert.pk))
         sent.append(note)
     return sent
 

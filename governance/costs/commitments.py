@@ -38,13 +38,14 @@ def hourly_gpu_hours(
     first = day_start(day)
     last = min(first + DAY, until)
     out: dict[datetime, Decimal] = defaultdict(Decimal)
-    if job.declared:
+    if (held := job.held()) is not None:
         if job.profile or job.model != model:
             return {}
-        lo, hi = max(job.start, first), min(job.end or until, last)
+        start, gpus = held
+        lo, hi = max(start, first), min(job.end or until, last)
         hour = first
         while hour < hi:
-            out[hour] += gpu_hours(max(lo, hour), min(hi, hour + HOUR), job.gpus)
+            out[hour] += gpu_hours(max(lo, hour), min(hi, hour + HOUR), gpus)
             hour += HOUR
         return {h: v for h, v in out.items() if v}
     for h in hours:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -246,7 +246,7 @@ def _copy_csv(month: Month, team_ids: list[int | None] | None) -> Iterator[bytes
                 yield bytes(block)
 
 
-def focus_csv(*, month: Month, team_ids: list[int | None] | None = None) -> Iterator[str | bytes]:
+def focus_csv(*, month: Month, team_ids: Sequence[int | None] | None = None) -> Iterator[str | bytes]:
     """The month's statement as FOCUS CSV, in chunks: header first, then one row per ledger row."""
     ids = None if team_ids is None else list(team_ids)
     if connection.vendor == "postgresql":

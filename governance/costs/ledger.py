@@ -70,7 +70,13 @@ class JobFacts:
 
     @property
     def declared(self) -> bool:
-        return bool(self.gpus) and self.start is not None
+        return self.held() is not None
+
+    def held(self) -> tuple[datetime, int] | None:
+        """Since when and how many GPUs its scheduler says the job holds; None where no source knows the count."""
+        if self.gpus and self.start is not None:
+            return self.start, self.gpus
+        return None
 
 
 @dataclass(slots=True)
@@ -146,15 +152,16 @@ def job_day_rows(job: JobFacts, day: date, until: datetime, hours: list[HourUse]
     first = day_start(day)
     last = min(first + DAY, until)
     currency = terms.currency
-    if job.declared:
-        lo, hi = max(job.start, first), min(job.end or until, last)
+    if (held := job.held()) is not None:
+        start, gpus = held
+        lo, hi = max(start, first), min(job.end or until, last)
         if hi <= lo:
             return []
         use = Use()
         for h in hours:
             use.add(h)
         fraction = mig_fraction(job.model, job.profile)
-        priced = price_interval(lo, hi, job.gpus, terms.book.pricing(job.cluster, job.model).rates)
+        priced = price_interval(lo, hi, gpus, terms.book.pricing(job.cluster, job.model).rates)
         return [_row(job, day, lo, hi, job.model, job.profile, scale(priced.gpu_hours, fraction),
                      scale(priced.cost, fraction), use, terms, currency)]  # fmt: skip
     # No source knows the count: the GPUs the samples show, hour by hour, on the models they ran on.

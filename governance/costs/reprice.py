@@ -153,7 +153,7 @@ def _shared_months(keys: set[tuple[int, date]], terms: TermsByMonth, now: dateti
     """Under the share policy a team's share of every day follows its charges of the whole month: a change on
     one day of a shared cluster re-prices the cluster's other days of that month."""
     names = dict(Cluster.objects.filter(pk__in={c for c, _ in keys}).values_list("pk", "name"))
-    out = set()
+    out: set[tuple[int, date]] = set()
     for cid, month in {(c, month_of(d)) for c, d in keys}:
         month_terms = terms.of(month)
         last = min(month.end, now if not terms.closed(month) else month.end)

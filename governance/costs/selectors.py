@@ -13,7 +13,7 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Max, QuerySet, Sum
+from django.db.models import Count, Max, Q, QuerySet, Sum
 
 from governance.costs.commitment_checks import commitments_check
 from governance.costs.corrections import closed_months
@@ -83,11 +83,8 @@ def month_rows(month: Month, team_ids: Iterable[int | None] | None = None, close
     if team_ids is not None:
         ids = list(team_ids)
         known = [i for i in ids if i is not None]
-        rows = (
-            rows.filter(team_id__in=known)
-            if None not in ids
-            else rows.filter(team_id__in=known) | rows.filter(team_id__isnull=True)
-        )
+        wanted = Q(team_id__in=known) | Q(team_id__isnull=True) if None in ids else Q(team_id__in=known)
+        rows = rows.filter(wanted)
     return rows
 
 

@@ -161,10 +161,16 @@ def policy_set(*, cluster: str, policy: str, valid_from: datetime) -> Unallocate
         term, _ = UnallocatedPolicyTerm.objects.update_or_create(
             cluster=cluster_obj, valid_from=valid_from, defaults={"policy": policy}
         )
-        current = UnallocatedPolicyTerm.objects.filter(cluster=cluster_obj).order_by("-valid_from").first()
-        Cluster.objects.filter(pk=cluster_obj.pk).update(unallocated_policy=current.policy)
+        cluster_policy_follow(cluster_id=cluster_obj.pk)
         terms_changed(since=valid_from, cluster_id=cluster_obj.pk, gpu_model=None, usage=False)
     return term
+
+
+def cluster_policy_follow(*, cluster_id: int) -> None:
+    """The cluster's policy field follows its latest term (the one in force from then on)."""
+    current = UnallocatedPolicyTerm.objects.filter(cluster_id=cluster_id).order_by("-valid_from").first()
+    if current is not None:
+        Cluster.objects.filter(pk=cluster_id).update(unallocated_policy=current.policy)
 
 
 UNKNOWN_MODE = "mode: {value!r} is not one of {choices}."

@@ -5,12 +5,12 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import models
 
-from governance.costs.models.common import HOURS, MONEY
+from governance.costs.models.common import HOURS, MONEY, Precision
 from governance.fleet.models import Cluster
 from governance.org.models import Team
 
 
-def _amount(precision: dict, help_text: str) -> models.DecimalField:
+def _amount(precision: Precision, help_text: str) -> models.DecimalField:
     return models.DecimalField(**precision, default=Decimal(0), db_default=Decimal(0), help_text=help_text)
 
 
