@@ -122,3 +122,28 @@ def test_import_usage_writes_the_jobs_and_samples_of_a_file_and_a_second_import_
     assert Sample.objects.count() == 12
     assert by_team(chargeback_by_team(month=NOV))["NLP"] == cents(6)
     assert_billing_invariants()
+
+
+def test_a_replayed_older_running_record_never_reopens_a_job_that_has_ended(priced_cluster):
+    running = job_of(job_id="55", gpus=1, start_time="2026-11-03T00:00:00Z", end_time=None, state="running")
+    ingest([job_of(job_id="55", gpus=1, start_time="2026-11-03T00:00:00Z", end_time="2026-11-03T02:00:00Z",
+                   state="completed")])  # fmt: skip
+
+    ingest([running])  # a collector's spool delivers the older record late
+
+    job = Job.objects.get(external_id="55")
+    assert (job.state, job.end_time) == ("completed", at("2026-11-03T02:00:00Z"))
+    # Billed to its end, not up to now: 1 GPU x 2 h x 2.00.
+    assert by_team(chargeback_by_team(month=NOV))["NLP"] == cents(4)
+    assert_billing_invariants()
+
+
+def test_a_job_cancelled_while_pending_stays_cancelled_when_the_older_pending_record_arrives(priced_cluster):
+    pending = job_record(job_id="56", gpus=1, submit_time="2026-11-03T00:00:00Z", start_time=None, state="pending")
+    ingest([{**pending, "state": "cancelled"}])
+
+    ingest([pending])
+
+    job = Job.objects.get(external_id="56")
+    assert (job.state, job.start_time) == ("cancelled", None)
+    assert "NLP" not in by_team(chargeback_by_team(month=NOV))
