@@ -6,6 +6,7 @@ import time_machine
 
 from governance.costs import tasks
 from governance.costs.marks import running_jobs_mark
+from governance.costs.models import Anomaly
 from governance.costs.reprice import charges_reprice
 from governance.costs.selectors import chargeback_by_team
 from governance.lib.months import Month
@@ -72,3 +73,30 @@ def test_the_reprice_task_hands_what_is_left_to_a_new_task(running_job, monkeypa
 def test_the_budget_check_sends_nothing_when_no_budget_is_set(running_job):
     with time_machine.travel("2026-12-04T10:00:00Z", tick=False):
         assert tasks.check_budgets() == 0
+
+
+def test_the_reprice_task_out_of_time_hands_the_marks_left_to_a_new_task(running_job, monkeypatch):
+    handed: list[str] = []
+    monkeypatch.setattr(tasks, "REPRICE_BUDGET_S", -1)
+    monkeypatch.setattr(tasks, "enqueue", handed.append)
+    with time_machine.travel("2026-12-04T10:00:00Z", tick=False):
+        running_jobs_mark()
+
+        assert tasks.reprice_marked() == 0
+
+    assert handed == ["costs.reprice"]
+
+
+def test_the_hourly_anomaly_task_flags_a_jump_in_a_teams_spend_once(cast, cluster):
+    set_rate(H100, "10.00")
+    declare(16, since="2026-11-01")
+    ingest([job_record(job_id=f"d{day}", gpus=12 if day == 15 else 1, submit_time=f"2026-11-{day:02d}T00:00:00Z",
+                       start_time=f"2026-11-{day:02d}T00:00:00Z", end_time=f"2026-11-{day + 1:02d}T00:00:00Z",
+                       state="completed") for day in range(1, 16)])  # fmt: skip
+
+    with time_machine.travel("2026-11-16T06:00:00Z", tick=False):
+        first, again = tasks.detect_anomalies(), tasks.detect_anomalies()
+
+    # 120.00 a day for two weeks, then 1,440.00: NLP's spend and GPU-hours, and its project's.
+    assert Anomaly.objects.filter(team=cast.nlp, metric="spend", day="2026-11-15").exists()
+    assert first == Anomaly.objects.count() >= 1 and again == 0

@@ -2,6 +2,7 @@
 a term dated into a closed month is refused naming the month, and a term that is accepted re-prices the open days."""
 
 import json
+import re
 from decimal import Decimal
 from io import StringIO
 
@@ -178,6 +179,21 @@ def test_the_forecast_command_prints_json_per_team(cast, cluster):
     # 10.00 a day for 15 days: about 300.00 by the month's end.
     assert [(r["team"], r["currency"]) for r in rows] == [("NLP", "USD")]
     assert Decimal(rows[0]["low"]) <= Decimal("300.00") <= Decimal(rows[0]["high"])
+
+
+@time_machine.travel("2026-11-16T10:00:00Z", tick=False)
+def test_the_forecast_command_prints_a_line_per_team_with_its_interval(cast, cluster):
+    set_rate(H100, "2.00")
+    ingest([job(str(n), f"2026-11-{n:02d}T00:00:00Z", f"2026-11-{n:02d}T05:00:00Z") for n in range(1, 16)])
+    out = StringIO()
+
+    call_command("forecast", "2026-11", stdout=out)  # as of yesterday, the 15th
+
+    (line,) = out.getvalue().splitlines()
+    team, forecast, low, high = re.fullmatch(r"(\w+): ([\d.]+) USD \(80%: ([\d.]+) to ([\d.]+)\)", line).groups()
+    # 10.00 a day for 15 days: about 300.00 by the month's end.
+    assert team == "NLP" and Decimal(low) <= Decimal(forecast) <= Decimal(high)
+    assert Decimal(low) <= Decimal("300.00") <= Decimal(high)
 
 
 def test_the_forecast_command_names_a_bad_as_of_date(db):
