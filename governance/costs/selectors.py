@@ -191,12 +191,14 @@ def team_breakdown(*, month: Month, team_id: int) -> Breakdown:
     rows = month_rows(month, [team_id])
     out = Breakdown(month=month, currency=_currency(rows))
     groups = (
-        rows.values("kind", "project_name", "gpu_model", "mig_profile")
+        rows.values("kind", "corrected_kind", "project_name", "gpu_model", "mig_profile")
         .annotate(hours=Sum("gpu_hours"), used=Sum("used_gpu_hours"), cost=Sum("cost"), idle=Sum("idle_cost"))
         .order_by()
     )
     for g in groups:
-        project = g["project_name"] or ("(share of unallocated)" if g["kind"] == "shared" else "(none)")
+        # A correction of a share is labelled as the share it corrects, not as a line of no project.
+        shared = Charge.Kind.SHARED in (g["kind"], g["corrected_kind"])
+        project = g["project_name"] or ("(share of unallocated)" if shared else "(none)")
         if g["kind"] == "adjustment":
             project = f"{project} (correction)"
         model = sku(g["gpu_model"], g["mig_profile"]) or "-"

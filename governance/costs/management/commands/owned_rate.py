@@ -9,6 +9,19 @@ from governance.costs.models import OwnedGpuCost
 from governance.costs.services import owned_gpu_rate_derive, owned_gpu_rates_set
 from governance.fleet.models import Cluster
 
+AMOUNT_FLAGS = {"purchase": "--purchase", "residual": "--residual", "power_price": "--power-price",
+                "overhead": "--overhead"}  # fmt: skip
+
+
+def _amount(text: str, flag: str) -> Decimal:
+    try:
+        value = Decimal(text)
+    except ArithmeticError:
+        raise CommandError(f"{flag}: {text!r} is not a number") from None
+    if not value.is_finite():
+        raise CommandError(f"{flag}: {text!r} is not a number")
+    return value
+
 
 class Command(BaseCommand):
     help = (
@@ -31,14 +44,17 @@ class Command(BaseCommand):
         cluster_obj = Cluster.objects.filter(name=cluster).first()
         if cluster_obj is None:
             raise CommandError(f"cluster: no cluster named {cluster!r}")
+        amounts = {name: _amount(o[name], flag) for name, flag in AMOUNT_FLAGS.items()}
         try:
+            # Checked before the row is written: the table's check constraint would refuse it with a traceback.
+            if amounts["residual"] > amounts["purchase"]:
+                raise ValueError("residual_value: more than the purchase price")
             with transaction.atomic():
                 cost, _ = OwnedGpuCost.objects.update_or_create(
                     cluster=cluster_obj, gpu_model=gpu_model, in_service_from=month_arg(start).start.date(),
-                    defaults={"purchase_price_per_gpu": Decimal(o["purchase"]),
-                              "residual_value_per_gpu": Decimal(o["residual"]), "depreciation_months": o["months"],
-                              "power_price_per_kwh": Decimal(o["power_price"]),
-                              "overhead_share": Decimal(o["overhead"]),
+                    defaults={"purchase_price_per_gpu": amounts["purchase"],
+                              "residual_value_per_gpu": amounts["residual"], "depreciation_months": o["months"],
+                              "power_price_per_kwh": amounts["power_price"], "overhead_share": amounts["overhead"],
                               "currency": o["currency"]},
                 )  # fmt: skip
                 derivation = (owned_gpu_rates_set if apply else owned_gpu_rate_derive)(cost=cost)
