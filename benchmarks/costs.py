@@ -37,12 +37,13 @@ INSERT INTO org_project (team_id, slug, name, created_at) SELECT id, 'bench-cost
 LEDGER = """
 INSERT INTO costs_charge (kind, month, day, period_start, period_end, cluster_id, cluster_name, job_id, job_ref,
     user_name, team_id, team_name, project_id, project_name, gpu_model, mig_profile, gpu_hours, used_gpu_hours,
-    idle_gpu_hours, cost, idle_cost, energy_kwh, energy_cost, currency, at_default_rate, corrects, corrected_kind,
-    reason, priced_at)
+    idle_gpu_hours, cost, list_cost, contracted_cost, billed_cost, idle_cost, energy_kwh, energy_cost, currency,
+    at_default_rate, corrects, corrected_kind, reason, priced_at)
 SELECT 'usage', %(month)s, %(month)s::date + (i %% 28), %(month)s::timestamptz + (i %% 28) * interval '1 day',
        %(month)s::timestamptz + (i %% 28 + 1) * interval '1 day', c.id, 'bench-costs', i, 'job-' || (i / 28),
        'user-' || (i %% 97), p.team_id, 'Bench', p.id, 'Bench', %(model)s, '', 24 * (1 + i %% 8),
-       12.5 * (1 + i %% 8), 2.4 * (1 + i %% 8), 60 * (1 + i %% 8), 6 * (1 + i %% 8), 16.8, 2.52, 'USD', false,
+       12.5 * (1 + i %% 8), 2.4 * (1 + i %% 8), 60 * (1 + i %% 8), 60 * (1 + i %% 8), 60 * (1 + i %% 8),
+       60 * (1 + i %% 8), 6 * (1 + i %% 8), 16.8, 2.52, 'USD', false,
        NULL, '', '', now()
 FROM generate_series(1, %(rows)s) AS i, fleet_cluster c, org_project p
 WHERE c.name = 'bench-costs' AND p.slug = 'bench-costs'

@@ -58,7 +58,10 @@ def assert_corrections_well_formed() -> None:
         adjustments = table.filter(kind="adjustment")
         assert not adjustments.filter(corrects__isnull=True).exists(), "a correction names no month"
         assert not adjustments.filter(reason="").exists(), "a correction gives no reason"
-        zero = adjustments.filter(gpu_hours=0, cost=0, idle_cost=0, energy_kwh=0, used_gpu_hours=0, idle_gpu_hours=0)
+        zero = adjustments.filter(
+            gpu_hours=0, cost=0, list_cost=0, contracted_cost=0, billed_cost=0, commitment_gpu_hours=0, idle_cost=0,
+            energy_kwh=0, used_gpu_hours=0, idle_gpu_hours=0,
+        )  # fmt: skip
         assert not zero.exists(), "a zero correction row was written"
 
 

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 from django.db.models import Max, Q, Sum
 
-from governance.costs.ledger import UNALLOCATED, UNATTRIBUTED, ZERO
+from governance.costs.ledger import UNALLOCATED, UNATTRIBUTED, ZERO, line_name
 from governance.costs.selectors import _currency, month_rows, sku
 from governance.lib.months import Month
 
@@ -100,13 +100,10 @@ def team_totals(
     return sorted(out, key=lambda t: (t.unallocated, t.team))
 
 
-def _label(by: str, row: dict, kind: str) -> str:
+def _label(by: str, row: dict) -> str:
     if by == "model":
         return sku(row["gpu_model"], row["mig_profile"]) or "-"
-    value = row[GROUPS[by][0]]
-    if value:
-        return value
-    return {"unallocated": UNALLOCATED, "shared": "(share of unallocated)"}.get(kind, "(none)")
+    return line_name(row[GROUPS[by][0]], row["kind"], row["corrected_kind"])
 
 
 def cost_by(
@@ -118,13 +115,13 @@ def cost_by(
         rows = rows.filter(user_name=user_name, kind="usage")
     currency = _currency(rows)
     grouped = (
-        rows.values("kind", *GROUPS[by])
+        rows.values("kind", "corrected_kind", *GROUPS[by])
         .annotate(h=Sum("gpu_hours"), u=Sum("used_gpu_hours"), c=Sum("cost"), i=Sum("idle_cost"))
         .order_by()
     )
     totals: dict[str, list[Decimal]] = {}
     for r in grouped:
-        entry = totals.setdefault(_label(by, r, r["kind"]), [ZERO, ZERO, ZERO, ZERO])
+        entry = totals.setdefault(_label(by, r), [ZERO, ZERO, ZERO, ZERO])
         for n, k in enumerate("huci"):
             entry[n] += r[k] or ZERO
     groups = [Group(key, h, u, c, i, currency) for key, (h, u, c, i) in totals.items()]

@@ -24,6 +24,13 @@ from governance.lib.months import Month
 
 UNATTRIBUTED = "(unattributed)"
 UNALLOCATED = "(unallocated)"
+# What a line of no project (or no user) is called on the pages, by its kind; a correction by the kind it corrects.
+UNNAMED = {
+    "unallocated": UNALLOCATED,
+    "shared": "(share of unallocated)",
+    "unused": "(unused commitment)",
+    "purchase": "(commitment purchase)",
+}
 ZERO = Decimal(0)
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
@@ -77,6 +84,11 @@ class JobFacts:
         if self.gpus and self.start is not None:
             return self.start, self.gpus
         return None
+
+
+def line_name(name: str, kind: str, corrected_kind: str = "") -> str:
+    """A row's project or user name on the pages, or what kind of line it is where it has none."""
+    return name or UNNAMED.get(corrected_kind or kind, "(none)")
 
 
 @dataclass(slots=True)

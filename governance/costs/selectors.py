@@ -17,7 +17,7 @@ from django.db.models import Count, Max, Q, QuerySet, Sum
 
 from governance.costs.commitment_checks import commitments_check
 from governance.costs.corrections import closed_months
-from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO
+from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO, line_name
 from governance.costs.models import CapacityDay, Charge, MonthClose, StatementLine
 from governance.lib.money import to_cents
 from governance.lib.months import Month
@@ -196,9 +196,8 @@ def team_breakdown(*, month: Month, team_id: int) -> Breakdown:
         .order_by()
     )
     for g in groups:
-        # A correction of a share is labelled as the share it corrects, not as a line of no project.
-        shared = Charge.Kind.SHARED in (g["kind"], g["corrected_kind"])
-        project = g["project_name"] or ("(share of unallocated)" if shared else "(none)")
+        # A correction of a share (or of a commitment line) is labelled as the line it corrects.
+        project = line_name(g["project_name"], g["kind"], g["corrected_kind"])
         if g["kind"] == "adjustment":
             project = f"{project} (correction)"
         model = sku(g["gpu_model"], g["mig_profile"]) or "-"

@@ -109,6 +109,18 @@ def test_the_unused_commitment_is_its_own_row_and_the_purchase_bills_the_fee(res
 
 
 @time_machine.travel("2026-11-20T12:00:00Z", tick=False)
+def test_the_lead_reads_the_unused_commitment_as_its_own_line_of_the_team_month(client, reserved):
+    unused = to_cents(_row("unused").cost)
+    client.force_login(reserved.nlp_lead)
+
+    page = client.get("/costs/team/nlp/?month=2026-11").content.decode()
+
+    assert "(unused commitment)" in page
+    assert f"{unused:,.2f}" in page
+    assert "(none)" not in page
+
+
+@time_machine.travel("2026-11-20T12:00:00Z", tick=False)
 def test_the_team_is_billed_what_it_is_charged_and_every_check_holds(reserved):
     findings_evaluate_all(now=at("2026-11-20T12:00:00Z"))
     nlp = Charge.objects.filter(month=NOV.start.date(), team_id=reserved.nlp.pk)
