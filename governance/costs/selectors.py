@@ -324,7 +324,7 @@ def _closed_month_drift(month: Month, close: MonthClose, repriced: dict[str, Dec
     frozen = StatementLine.objects.filter(close=close).exclude(kind="adjustment")
     for name, cost in frozen.values("cluster_name").annotate(c=Sum("cost")).values_list("cluster_name", "c"):
         billed[name] += cost
-    landed = [
+    landed: list[QuerySet[StatementLine] | QuerySet[Charge]] = [
         StatementLine.objects.filter(kind="adjustment", corrects=month.start.date()),
         Charge.objects.filter(kind="adjustment", corrects=month.start.date()).exclude(
             month__in=[m.start.date() for m in closed_months()]

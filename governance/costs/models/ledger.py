@@ -33,33 +33,18 @@ class MonthClose(models.Model):
         return f"{self.month:%Y-%m} closed"
 
 
-class StatementLine(models.Model):
-    """One frozen line of a closed month: a job's day, a cluster's unallocated capacity, a share, or an adjustment.
+class LineKind(models.TextChoices):
+    USAGE = "usage", "Usage"
+    UNALLOCATED = "unallocated", "Unallocated capacity"
+    SHARED = "shared", "Share of unallocated capacity"
+    UNUSED = "unused", "Unused commitment"
+    PURCHASE = "purchase", "Commitment purchase"
+    ADJUSTMENT = "adjustment", "Adjustment"
 
-    Names are copied, not joined, so that renaming a team or project later leaves the bill as it was.
-    """
 
-    class Kind(models.TextChoices):
-        USAGE = "usage", "Usage"
-        UNALLOCATED = "unallocated", "Unallocated capacity"
-        SHARED = "shared", "Share of unallocated capacity"
-        UNUSED = "unused", "Unused commitment"
-        PURCHASE = "purchase", "Commitment purchase"
-        ADJUSTMENT = "adjustment", "Adjustment"
+class LineAmounts(models.Model):
+    """What a ledger row and its frozen statement line both carry: hours, money (FOCUS's costs), energy, carbon."""
 
-    close = models.ForeignKey(MonthClose, on_delete=models.PROTECT, related_name="lines")
-    kind = models.CharField(max_length=12, choices=Kind.choices)
-    period_start = models.DateTimeField()
-    period_end = models.DateTimeField()
-    corrects = models.DateField(null=True, blank=True, help_text="Adjustments: the closed month they correct.")
-    cluster_name = models.CharField(max_length=200)
-    team = models.ForeignKey(Team, on_delete=models.PROTECT, null=True, blank=True)
-    team_name = models.CharField(max_length=200, blank=True)
-    project_name = models.CharField(max_length=200, blank=True)
-    job_ref = models.CharField(max_length=200, blank=True, help_text="The scheduler's job id.")
-    user_name = models.CharField(max_length=200, blank=True)
-    gpu_model = models.CharField(max_length=200, blank=True)
-    mig_profile = models.CharField(max_length=32, blank=True)
     gpu_hours = models.DecimalField(**HOURS)
     used_gpu_hours = models.DecimalField(**HOURS)
     idle_gpu_hours = models.DecimalField(**HOURS)
@@ -83,6 +68,32 @@ class StatementLine(models.Model):
     )
     currency = models.CharField(max_length=3)
     at_default_rate = models.BooleanField(default=False)
+
+    class Meta:
+        abstract = True
+
+
+class StatementLine(LineAmounts):
+    """One frozen line of a closed month: a job's day, a cluster's unallocated capacity, a share, or an adjustment.
+
+    Names are copied, not joined, so that renaming a team or project later leaves the bill as it was.
+    """
+
+    Kind = LineKind
+
+    close = models.ForeignKey(MonthClose, on_delete=models.PROTECT, related_name="lines")
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    period_start = models.DateTimeField()
+    period_end = models.DateTimeField()
+    corrects = models.DateField(null=True, blank=True, help_text="Adjustments: the closed month they correct.")
+    cluster_name = models.CharField(max_length=200)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, null=True, blank=True)
+    team_name = models.CharField(max_length=200, blank=True)
+    project_name = models.CharField(max_length=200, blank=True)
+    job_ref = models.CharField(max_length=200, blank=True, help_text="The scheduler's job id.")
+    user_name = models.CharField(max_length=200, blank=True)
+    gpu_model = models.CharField(max_length=200, blank=True)
+    mig_profile = models.CharField(max_length=32, blank=True)
     # Ids as they were at the close (no constraint: the line outlives what it names); corrections are keyed by them.
     job = models.ForeignKey(
         "usage.Job", on_delete=models.DO_NOTHING, db_constraint=False, null=True, blank=True, related_name="+"
@@ -101,7 +112,7 @@ class StatementLine(models.Model):
         return f"{self.kind} {self.team_name or self.cluster_name} {self.period_start:%Y-%m-%d}: {self.cost}"
 
 
-class Charge(models.Model):
+class Charge(LineAmounts):
     """One row of the charge ledger: what is billed for a job's day on one GPU model or MIG profile, a cluster's
     unallocated capacity of a day and model (or one team's share of it), or a correction of a closed month.
 
@@ -111,13 +122,7 @@ class Charge(models.Model):
     becomes adjustment rows in the next open month. Names are copied so a statement reads without joins.
     """
 
-    class Kind(models.TextChoices):
-        USAGE = "usage", "Usage"
-        UNALLOCATED = "unallocated", "Unallocated capacity"
-        SHARED = "shared", "Share of unallocated capacity"
-        UNUSED = "unused", "Unused commitment"
-        PURCHASE = "purchase", "Commitment purchase"
-        ADJUSTMENT = "adjustment", "Adjustment"
+    Kind = LineKind
 
     kind = models.CharField(max_length=12, choices=Kind.choices)
     month = models.DateField(help_text="The billing month (its first day) the row belongs to.")
@@ -141,29 +146,6 @@ class Charge(models.Model):
     project_name = models.CharField(max_length=200, blank=True)
     gpu_model = models.CharField(max_length=200, blank=True)
     mig_profile = models.CharField(max_length=32, blank=True)
-    gpu_hours = models.DecimalField(**HOURS)
-    used_gpu_hours = models.DecimalField(**HOURS)
-    idle_gpu_hours = models.DecimalField(**HOURS)
-    cost = models.DecimalField(**MONEY)
-    idle_cost = models.DecimalField(**MONEY)
-    energy_kwh = models.DecimalField(**HOURS)
-    energy_cost = models.DecimalField(**MONEY)
-    carbon_kg = models.DecimalField(
-        **HOURS, default=Decimal(0), db_default=Decimal(0), help_text="kg CO2e: energy x grid intensity."
-    )
-    billed = models.BooleanField(
-        default=True, db_default=True, help_text="False: showback, the cost is shown and not billed."
-    )
-    # FOCUS cost columns beside `cost` (EffectiveCost, what the team is charged); all equal it without a commitment.
-    list_cost = _amount(MONEY, "FOCUS ListCost: at the rate card.")
-    contracted_cost = _amount(MONEY, "FOCUS ContractedCost: the rate card less the negotiated discount.")
-    billed_cost = _amount(MONEY, "FOCUS BilledCost under chargeback: 0 where a commitment covers; fee on purchases.")
-    commitment_gpu_hours = _amount(HOURS, "GPU-hours drawn from (usage), left unused of or bought under a commitment.")
-    commitment = models.ForeignKey(
-        "costs.Commitment", on_delete=models.DO_NOTHING, db_constraint=False, null=True, blank=True, related_name="+"
-    )
-    currency = models.CharField(max_length=3)
-    at_default_rate = models.BooleanField(default=False)
     corrects = models.DateField(null=True, blank=True, help_text="Adjustments: the closed month they correct.")
     corrected_kind = models.CharField(max_length=12, blank=True, help_text="Adjustments: the kind of line corrected.")
     reason = models.CharField(max_length=200, blank=True)
