@@ -16,7 +16,12 @@ from governance.costs.models import (
     StatementLine,
     UnallocatedPolicyTerm,
 )
-from governance.costs.services import cluster_policy_follow, last_closed_month, month_open_check
+from governance.costs.services import (
+    cluster_policy_follow,
+    commitment_overlap_check,
+    last_closed_month,
+    month_open_check,
+)
 
 
 class OpenMonthForm(forms.ModelForm):
@@ -66,17 +71,13 @@ class CommitmentForm(OpenMonthForm):
 
     def clean(self):
         cleaned = super().clean()
-        start, end = cleaned.get("start"), cleaned.get("end")
-        if start and end:
-            clash = Commitment.objects.filter(
-                team=cleaned.get("team"),
-                cluster=cleaned.get("cluster"),
-                gpu_model=cleaned.get("gpu_model"),
-                start__lt=end,
-                end__gt=start,
-            )
-            if clash.exclude(pk=self.instance.pk).exists():
-                raise ValidationError({"start": "The team already has a commitment for this model then."})
+        start, end, team, cluster = (cleaned.get(k) for k in ("start", "end", "team", "cluster"))
+        if start and end and team and cluster:
+            try:
+                commitment_overlap_check(team=team, cluster=cluster, gpu_model=cleaned.get("gpu_model", ""),
+                                         start=start, end=end, exclude_pk=self.instance.pk)  # fmt: skip
+            except ValidationError as exc:
+                self.add_error("start", exc)
         return cleaned
 
 

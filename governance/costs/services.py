@@ -233,6 +233,19 @@ ENDS_BEFORE_START = "end: must come after start."
 NOT_A_PERCENTAGE = "contracted_discount_percent: must be between 0 and 100 (got {value})."
 
 
+def commitment_overlap_check(
+    *, team: Team, cluster: Cluster, gpu_model: str, start: datetime, end: datetime, exclude_pk: int | None = None
+) -> None:
+    """One commitment per team, cluster and model at a time: refuse one whose span meets another's."""
+    others = Commitment.objects.filter(team=team, cluster=cluster, gpu_model=gpu_model, start__lt=end, end__gt=start)
+    clash = (others.exclude(pk=exclude_pk) if exclude_pk is not None else others).first()
+    if clash is not None:
+        text = COMMITMENT_OVERLAPS.format(
+            team=team.name, model=clash.gpu_model, cluster=cluster.name, start=clash.start, end=clash.end
+        )
+        raise ValidationError(text, code="overlaps")
+
+
 def commitment_set(
     *, team: Team, cluster: str, gpu_model: str, gpus: int, price: Decimal | str, start: datetime, end: datetime,
     contracted_discount_percent: Decimal | str = Decimal(0), currency: str = "USD", name: str = "",
@@ -256,13 +269,7 @@ def commitment_set(
     month_open_check(when=start, field="start")
     cluster_obj = _cluster(cluster)
     with transaction.atomic():
-        clash = Commitment.objects.filter(team=team, cluster=cluster_obj, gpu_model=gpu_model.strip(),
-                                          start__lt=end, end__gt=start).first()  # fmt: skip
-        if clash is not None:
-            text = COMMITMENT_OVERLAPS.format(
-                team=team.name, model=clash.gpu_model, cluster=cluster, start=clash.start, end=clash.end
-            )
-            raise ValidationError(text, code="overlaps")
+        commitment_overlap_check(team=team, cluster=cluster_obj, gpu_model=gpu_model.strip(), start=start, end=end)
         commitment = Commitment.objects.create(
             team=team, cluster=cluster_obj, gpu_model=gpu_model.strip(), gpus=gpus, price_per_gpu_hour=price,
             contracted_discount_percent=discount, currency=currency, start=start, end=end, name=name,

@@ -10,13 +10,15 @@ from decimal import Decimal
 import pytest
 import time_machine
 from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
 from django.db.models import Sum
 
 from governance.costs.focus import _python_csv, focus_csv
-from governance.costs.models import Charge, StatementLine
+from governance.costs.models import Charge, Commitment, StatementLine
 from governance.costs.selectors import chargeback_by_team, reconcile, statement_charges
 from governance.costs.services import commitment_set, statement_close
 from governance.efficiency.services import findings_evaluate_all
+from governance.fleet.models import Cluster
 from governance.lib.money import to_cents
 from governance.lib.months import Month
 from tests.costs.conftest import A100, declare, set_rate
@@ -238,3 +240,67 @@ def test_an_admin_sets_a_commitment_through_the_api_and_only_its_teams_lead_and_
         client.force_login(getattr(cast, who))
         seen[who] = [(c["team"], c["gpus"]) for c in client.get("/api/v1/commitments/").json()["results"]]
     assert seen == {"finance": [("nlp", 4)], "nlp_lead": [("nlp", 4)], "vision_lead": [], "alice": []}
+
+
+@time_machine.travel("2026-11-20T12:00:00Z", tick=False)
+def test_a_job_of_unknown_gpu_count_draws_on_the_commitment_by_the_gpus_its_samples_show(cast, cluster):
+    set_rate(A100, "4.00")
+    declare(8, model=A100)
+    commit(cast)
+    ingest([  # Slurm without GPU accounting: the count is unknown; one GPU reports for two hours.
+        job_record(job_id="9", gpus=None, gpu_model=A100, submit_time=f"{DAY3}T08:00:00Z",
+                   start_time=f"{DAY3}T08:00:00Z", end_time=f"{DAY3}T10:00:00Z", state="completed"),
+        *series(start=at(f"{DAY3}T08:00:00Z"), minutes=120, every_s=600, job_id="9", gpu_model=A100,
+                gpu_uuid="GPU-9", sm_util=70.0),
+    ])  # fmt: skip
+
+    usage = _row("usage", "9")
+
+    assert (usage.gpu_hours, usage.commitment_gpu_hours) == (Decimal("2.000000"), Decimal("2.000000"))
+    assert (to_cents(usage.cost), to_cents(usage.list_cost), usage.billed_cost) == (Decimal("5.00"), Decimal("8.00"), 0)
+    assert _row("unused").gpu_hours == 4 * 24 - 2
+    assert_billing_invariants()
+
+
+@time_machine.travel("2026-11-20T12:00:00Z", tick=False)
+def test_an_admin_sets_a_commitment_from_the_command_line_and_bad_input_names_the_argument(cast, cluster):
+    set_rate(A100, "4.00")
+    declare(8, model=A100)
+    out = io.StringIO()
+
+    with committed():
+        call_command("set_commitment", "nlp", "c1", A100, "4", "2.50", "--start", "2026-11-03", "--end", "2026-11-04",
+                     "--discount", "10", "--name", "A100 reservation", stdout=out)  # fmt: skip
+
+    assert "commitment set" in out.getvalue()
+    assert to_cents(_row("purchase").billed_cost) == Decimal("240.00")
+    with pytest.raises(CommandError, match="team: no team 'nobody'"):
+        call_command("set_commitment", "nobody", "c1", A100, "4", "2.50", "--start", "2026-11-05", "--end",
+                     "2026-11-06")  # fmt: skip
+    with pytest.raises(CommandError, match="already has a commitment"):
+        call_command("set_commitment", "nlp", "c1", A100, "2", "2.00", "--start", "2026-11-03T12:00", "--end",
+                     "2026-11-05")  # fmt: skip
+    with pytest.raises(CommandError, match="price"):
+        call_command("set_commitment", "nlp", "c1", A100, "2", "cheap", "--start", "2026-11-10", "--end", "2026-11-11")
+    assert_billing_invariants()
+
+
+@time_machine.travel("2026-11-20T12:00:00Z", tick=False)
+def test_the_admin_refuses_a_second_commitment_of_the_team_for_the_same_model_and_time(client, cast, cluster):
+    set_rate(A100, "4.00")
+    declare(8, model=A100)
+    commit(cast)
+    cast.admin.is_superuser = True
+    cast.admin.save()
+    client.force_login(cast.admin)
+
+    with committed():
+        response = client.post("/admin/costs/commitment/add/", {
+            "name": "again", "team": cast.nlp.pk, "cluster": Cluster.objects.get(name="c1").pk, "gpu_model": A100,
+            "gpus": 2, "price_per_gpu_hour": "2.00", "contracted_discount_percent": "0", "currency": "USD",
+            "start_0": "2026-11-03", "start_1": "12:00:00", "end_0": "2026-11-05", "end_1": "00:00:00",
+        })  # fmt: skip
+
+    assert response.status_code == 200  # the form again, with the error on its start
+    assert "NLP already has a commitment for" in response.content.decode()
+    assert Commitment.objects.count() == 1
