@@ -17,14 +17,13 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from governance.costs.ledger import (
-    AMOUNTS,
     DAY,
     HOUR,
     ZERO,
     HourUse,
     JobFacts,
+    blank_line,
     day_start,
-    month_of,
     quantized,
 )
 from governance.costs.pricing import gpu_hours
@@ -100,12 +99,9 @@ def day_rows(commitment: CommitmentTerm, cluster_id: int, day: date, until: date
 
     def row(kind: str, **amounts: Decimal) -> dict:
         return {
-            "kind": kind, "month": month_of(day).start.date(), "day": day, "period_start": lo, "period_end": hi,
-            "cluster_id": cluster_id, "cluster_name": commitment.cluster, "job_id": None, "job_ref": "",
-            "user_name": "", "team_id": commitment.team_id, "team_name": commitment.team, "project_id": None,
-            "project_name": "", "gpu_model": commitment.gpu_model, "mig_profile": "", "currency": currency,
-            "at_default_rate": False, "billed": billed, "commitment_id": commitment.pk,
-            **{name: ZERO for name in AMOUNTS}, **amounts,
+            **blank_line(kind, cluster_id, commitment.cluster, day, until, commitment.gpu_model, currency),
+            "period_start": lo, "period_end": hi, "team_id": commitment.team_id, "team_name": commitment.team,
+            "billed": billed, "commitment_id": commitment.pk, **amounts,
         }  # fmt: skip
 
     rows = [row("purchase", list_cost=fee, contracted_cost=fee, billed_cost=fee, commitment_gpu_hours=committed)]

@@ -264,7 +264,8 @@ class Allocated:
     month_teams: dict[tuple[int | None, str], Decimal] = field(default_factory=lambda: defaultdict(Decimal))
 
 
-def _blank(kind: str, cluster_id: int, cluster: str, day: date, until: datetime, model: str, currency: str) -> dict:
+def blank_line(kind: str, cluster_id: int, cluster: str, day: date, until: datetime, model: str, currency: str) -> dict:
+    """A cluster-day line of no job and no team, all amounts zero: the caller fills in what it is."""
     first = day_start(day)
     return {
         "kind": kind, "month": month_of(day).start.date(), "day": day, "period_start": first,
@@ -292,7 +293,7 @@ def unallocated_rows(
         if not hours and not cost:
             continue
         if not share or not weights:
-            line = _blank("unallocated", cluster_id, cluster, day, until, model, currency)
+            line = blank_line("unallocated", cluster_id, cluster, day, until, model, currency)
             line.update(gpu_hours=quantized("gpu_hours", hours), cost=quantized("cost", cost))
             rows.append(line)
             continue
@@ -316,7 +317,7 @@ def _shares(cluster_id, cluster, day, until, model, currency, hours, cost, weigh
             part_cost = quantized("cost", cost * weight / total)
         given_hours += part_hours
         given_cost += part_cost
-        line = _blank("shared", cluster_id, cluster, day, until, model, currency)
+        line = blank_line("shared", cluster_id, cluster, day, until, model, currency)
         line.update(team_id=team_id, team_name=name, gpu_hours=quantized("gpu_hours", part_hours),
                     cost=quantized("cost", part_cost))  # fmt: skip
         rows.append(line)
