@@ -177,3 +177,44 @@ def test_the_agent_environment_stays_a_few_mib(agent_venv, capsys):
     with capsys.disabled():
         print(f"\nagent site-packages: {total:.1f} MiB, {total - installer:.1f} MiB without pip and setuptools")
     assert total - installer < 10
+
+
+def test_on_a_read_only_root_filesystem_the_agent_writes_only_its_spool(agent_venv, tmp_path):
+    """As in the DaemonSet (readOnlyRootFilesystem, the spool a volume): everything read-only but the spool."""
+    if not shutil.which("unshare"):
+        pytest.skip("needs unshare (util-linux) for a read-only mount namespace")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    agent = f"{agent_venv}/bin/gpu-collector --source simulate --gpus 2 --once --server http://127.0.0.1:9 --token t"
+    mounts = ["mount -o remount,bind,ro /"]  # then the venv and the working folder too, whatever their mounts
+    mounts += [f"mount --bind {p} {p} && mount -o remount,bind,ro {p}" for p in (agent_venv, tmp_path)]
+    mounts += [f"mount --bind {spool} {spool} && mount -o remount,bind,rw {spool}"]  # the spool volume
+    probes = " ".join(f"{p}/probe" for p in (agent_venv, tmp_path))
+    script = (
+        f"{{ {' && '.join(mounts)}; }} || exit 77; "
+        f"for f in {probes}; do touch $f 2>/dev/null && exit 78; done; {agent} --spool {spool}"
+    )
+
+    result = subprocess.run(
+        ["unshare", "--mount", "--map-root-user", "sh", "-c", script], **outside_the_repository(tmp_path)
+    )
+
+    if result.returncode == 77:
+        pytest.skip("this machine allows no mount namespace")
+    assert result.returncode == 0, result.stderr.decode()  # 78: the root filesystem was still writable
+    last = result.stderr.decode().splitlines()[-1]
+    read = int(last.split("read=")[1].split()[0])
+    assert read >= 2 and f"read={read} sent=0 spooled={read} dropped=0 (exit)" in last
+    assert len(list(spool.glob("*.batch.gz"))) == 1
+
+
+def test_the_systemd_unit_verifies_with_the_installed_agent(agent_venv, tmp_path):
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("needs systemd-analyze")
+    unit = (ROOT / "docs" / "gpu-collector.service").read_text()
+    assert "ExecStart=/opt/gpu-collector/bin/gpu-collector\n" in unit  # the venv the unit's comment installs
+    (tmp_path / "gpu-collector.service").write_text(unit.replace("/opt/gpu-collector", str(agent_venv)))
+
+    result = subprocess.run(["systemd-analyze", "verify", "gpu-collector.service"], **outside_the_repository(tmp_path))
+
+    assert result.returncode == 0 and result.stderr.decode() == "", result.stderr.decode()
