@@ -4,16 +4,18 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: install install-dev run test lint format bench migrate clean
+.PHONY: install install-dev run test lint format bench migrate dist clean
 
-$(VENV)/.installed: pyproject.toml
+# The server depends on the node agent's distribution (agent/: the collectors package); both are installed from
+# this checkout in one pip call, so the agent never comes from an index.
+$(VENV)/.installed: pyproject.toml agent/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e ./agent -e .
 	touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
-	$(PY) -m pip install -q -e '.[dev]'
+$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml agent/pyproject.toml
+	$(PY) -m pip install -q -e './agent[kubelet]' -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -63,5 +65,12 @@ bench: install-dev
 openapi: install
 	$(PY) manage.py spectacular --file docs/openapi.yaml --validate
 
+## Both wheels into dist/: gpu_governance_collector (the node agent alone) and gpu_governance (the server).
+dist:
+	rm -rf dist build agent/build
+	$(PYTHON) -m pip wheel -q --no-deps -w dist ./agent .
+	rm -rf build agent/build
+	@ls -1 dist
+
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) var dist build agent/build

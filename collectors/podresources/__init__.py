@@ -25,9 +25,15 @@ class PodResources:
     """A client of one kubelet's PodResourcesLister; `held()` lists the GPUs pods hold right now."""
 
     def __init__(self, socket: str = SOCKET, *, timeout: float = 5.0) -> None:
-        import grpc
+        try:
+            import grpc
 
-        from collectors.podresources import api_pb2_grpc
+            from collectors.podresources import api_pb2_grpc
+        except ImportError as exc:
+            raise ValueError(
+                f"k8s-pod-resources: the kubelet API needs grpcio and protobuf ({exc.name} is missing): "
+                "pip install 'gpu-governance-collector[kubelet]'"
+            ) from None
 
         self.socket, self.timeout = socket, timeout
         self.channel = grpc.insecure_channel(f"unix://{socket}")
