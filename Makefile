@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: install install-dev run test lint format bench migrate dist clean
+.PHONY: install install-dev run test lint format bench migrate dist clean focus-validator
 
 # The server depends on the node agent's distribution (agent/: the collectors package); both are installed from
 # this checkout in one pip call, so the agent never comes from an index.
@@ -41,7 +41,7 @@ EMBEDDED_TESTS := tests/usage/test_writer_stages.py tests/usage/test_ingest.py t
 ## The whole suite: lint, types, migrations in step with models, the write path on the embedded default, then
 ## pytest on DATABASE_URL; the branch coverage of both runs together is printed at the end (files fully covered
 ## are left out of the table; the TOTAL line is the figure to watch).
-test: install-dev
+test: install-dev focus-validator
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy governance collectors
 	$(PY) manage.py makemigrations --check --dry-run
@@ -60,6 +60,24 @@ format: install-dev
 ## (ingest, collectors, costs, pages; `usage` and `dashboard` name theirs too).
 bench: install-dev
 	$(PY) -m benchmarks $(foreach area,$(ONLY),--only $(area))
+
+## The FinOps Foundation's FOCUS validator, in a virtual environment of its own (it needs Python >= 3.12 and pins
+## numpy < 2, which ours does not), built once under var/ per set of pins; prints its path last.
+## tests/costs/test_focus_validator.py runs it on our exports (and runs this target where the build is missing).
+FOCUS_VALIDATOR_PINS := focus-validator==2.2.1 pyarrow<26
+FOCUS_VALIDATOR_VENV := var/focus-validator-$(shell printf '%s' '$(FOCUS_VALIDATOR_PINS)' | sha1sum | cut -c1-12)
+FOCUS_PYTHON ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.12*/bin/python3.12 \
+	$(HOME)/.pyenv/versions/3.12*/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.12))
+
+$(FOCUS_VALIDATOR_VENV)/.installed:
+	@test -n "$(FOCUS_PYTHON)" || { echo "focus-validator needs Python 3.12 (set FOCUS_PYTHON)" >&2; exit 3; }
+	rm -rf $(FOCUS_VALIDATOR_VENV)
+	$(FOCUS_PYTHON) -m venv $(FOCUS_VALIDATOR_VENV)
+	$(FOCUS_VALIDATOR_VENV)/bin/python -m pip install -q $(foreach pin,$(FOCUS_VALIDATOR_PINS),'$(pin)')
+	touch $@
+
+focus-validator: $(FOCUS_VALIDATOR_VENV)/.installed
+	@echo $(CURDIR)/$(FOCUS_VALIDATOR_VENV)/bin/focus-validator
 
 ## Regenerate the committed OpenAPI schema after an API change (tests/api/test_schema.py checks it).
 openapi: install

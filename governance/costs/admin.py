@@ -155,7 +155,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(MonthClose)
 class MonthCloseAdmin(ReadOnlyAdmin):
-    list_display = ("month", "closed_at", "closed_by")
+    list_display = ("month", "invoice_id", "closed_at", "closed_by")
 
 
 @admin.register(StatementLine)

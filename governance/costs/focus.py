@@ -1,5 +1,12 @@
 """Chargeback as FinOps FOCUS 1.2 rows: the 21 mandatory columns, a few optional ones and x_ extensions.
 
+The FinOps Foundation's validator passes it (tests/costs/test_focus_validator.py). A closed month's rows carry the
+invoice its close issued (InvoiceId), an open month's none. A team is a sub account; rows of no team (unallocated
+capacity, usage no project maps) have neither SubAccountId nor SubAccountName. ConsumedQuantity is what a row's
+GPUs were held for, so it is null where nothing was consumed: corrections, purchases and unused commitments.
+SkuPriceId names the price of a SKU (GPU model or MIG slice) on a cluster, or a commitment's price on its purchase
+and unused rows; SkuPriceDetails spells those out as x_ properties.
+
 On PostgreSQL the CSV is the ledger's rows formatted in SQL and streamed by `COPY (SELECT ...) TO STDOUT`: no
 Python per row, memory flat whatever the count. Elsewhere the same columns are formatted here, row by row.
 Amounts keep six decimals. A text cell a spreadsheet would run as a formula (= + - @, tab, CR first) gets a
@@ -32,7 +39,8 @@ OPTIONAL = [
     "ConsumedQuantity", "ConsumedUnit", "SubAccountId", "SubAccountName", "ResourceId", "ResourceName", "SkuId",
     "Tags", "ChargeFrequency", "ListUnitPrice", "ContractedUnitPrice", "CommitmentDiscountId",
     "CommitmentDiscountName", "CommitmentDiscountType", "CommitmentDiscountCategory", "CommitmentDiscountStatus",
-    "CommitmentDiscountQuantity", "CommitmentDiscountUnit",
+    "CommitmentDiscountQuantity", "CommitmentDiscountUnit", "InvoiceId", "ServiceSubcategory", "SkuPriceId",
+    "SkuMeter", "SkuPriceDetails",
 ]  # fmt: skip
 EXTENSIONS = [
     "x_IdleCost", "x_UsedGpuHours", "x_IdleGpuHours", "x_GpuModel", "x_MigProfile", "x_EnergyKwh", "x_EnergyCost",
@@ -43,6 +51,10 @@ HEADER = MANDATORY + OPTIONAL + EXTENSIONS
 CHARGE_CATEGORIES = {"Usage", "Purchase", "Tax", "Credit", "Adjustment"}
 SERVICE_CATEGORY = "Compute"
 SERVICE_NAME = "GPU compute"
+SERVICE_SUBCATEGORY = "Other (Compute)"  # batch jobs and pods on owned GPUs: no VM, container or serverless offer
+SKU_METER = "GPU allocation"  # a held GPU is charged, used or not
+NOT_CONSUMED = ("adjustment", "purchase", "unused")
+COMMITMENT_PRICED = ("purchase", "unused")
 UNIT = "GPU-Hours"
 ROWS_PER_CHUNK = 256
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -93,11 +105,27 @@ def _commitment(c: Line, names: dict[int, str]) -> list[str]:
             COMMITMENT_CATEGORY, status, _amount(c.commitment_gpu_hours), UNIT]  # fmt: skip
 
 
-def focus_row(c: Line, month: Month, account: str, provider: str, names: dict[int, str] | None = None) -> list[str]:
+def _sku_price(c: Line, sku: str) -> tuple[str, str]:
+    """SkuPriceId and SkuPriceDetails: the SKU's price on the cluster, or the commitment's where it priced the row."""
+    if not sku:
+        return "", ""
+    commitment = f"commitment-{c.commitment_id}" if c.kind in COMMITMENT_PRICED and c.commitment_id else ""
+    details = {"x_Cluster": c.cluster, "x_GpuModel": c.gpu_model}
+    details |= {"x_MigProfile": c.mig_profile} if c.mig_profile else {}
+    details |= {"x_CommitmentDiscountId": commitment} if commitment else {}
+    text = json.dumps(details, ensure_ascii=False)
+    return f"{c.cluster}/{sku}" + (f"/{commitment}" if commitment else ""), text
+
+
+def focus_row(
+    c: Line, month: Month, account: str, provider: str, names: dict[int, str] | None = None, invoice: str = ""
+) -> list[str]:
     cost, hours = _amount(c.cost), _amount(c.gpu_hours)
     quantity = c.commitment_gpu_hours if c.kind == "purchase" else c.gpu_hours
     team_known = c.team not in (UNALLOCATED, UNATTRIBUTED) and c.team_id is not None
+    consumed = c.kind not in NOT_CONSUMED
     sku = f"{c.gpu_model} MIG {c.mig_profile}" if c.mig_profile else c.gpu_model
+    sku_price, sku_price_details = _sku_price(c, sku)
     if c.job_ref:
         resource = f"{c.cluster}/{c.job_ref}"
     else:
@@ -112,9 +140,11 @@ def focus_row(c: Line, month: Month, account: str, provider: str, names: dict[in
         category, "Correction" if c.kind == "adjustment" else "", cell(_description(c)),
         focus_time(c.period_start), focus_time(c.period_end), _amount(c.contracted_cost), cost, cell(provider),
         _amount(c.list_cost), _amount(quantity), UNIT, cell(provider), cell(provider), SERVICE_CATEGORY, SERVICE_NAME,
-        hours, UNIT, f"team-{c.team_id}" if team_known else "", cell(c.team), cell(resource), cell(c.job_ref),
-        cell(sku), cell(tags), frequency, _unit_price(c.list_cost, quantity), _unit_price(c.contracted_cost, quantity),
-        *_commitment(c, names or {}), _amount(c.idle_cost), _amount(c.used_gpu_hours), _amount(c.idle_gpu_hours),
+        hours if consumed else "", UNIT if consumed else "", f"team-{c.team_id}" if team_known else "",
+        cell(c.team) if team_known else "", cell(resource), cell(c.job_ref), cell(sku), cell(tags), frequency,
+        _unit_price(c.list_cost, quantity), _unit_price(c.contracted_cost, quantity), *_commitment(c, names or {}),
+        cell(invoice), SERVICE_SUBCATEGORY, cell(sku_price), SKU_METER if sku else "", cell(sku_price_details),
+        _amount(c.idle_cost), _amount(c.used_gpu_hours), _amount(c.idle_gpu_hours),
         cell(c.gpu_model), cell(c.mig_profile), _amount(c.energy_kwh), _amount(c.energy_cost),
         "true" if c.at_default_rate else "false", str(c.corrects) if c.corrects else "", c.kind,
         _amount(c.carbon_kg), "billed" if c.billed else "showback",
@@ -130,10 +160,12 @@ def _python_csv(charges: Iterable[Line], month: Month) -> Iterator[str]:
     writer = csv.writer(_Echo(), lineterminator="\n")
     account, provider = settings.GOVERNANCE_BILLING_ACCOUNT, settings.GOVERNANCE_PROVIDER_NAME
     names = dict(Commitment.objects.values_list("pk", "name"))
+    close = month_closed(month)
+    invoice = close.invoice_id if close else ""
     yield writer.writerow(HEADER)
     chunk: list[str] = []
     for charge in charges:
-        chunk.append(writer.writerow(focus_row(charge, month, account, provider, names)))
+        chunk.append(writer.writerow(focus_row(charge, month, account, provider, names, invoice)))
         if len(chunk) >= ROWS_PER_CHUNK:
             yield "".join(chunk)
             chunk = []
@@ -172,6 +204,18 @@ TAGS = "jsonb_build_object('cluster', cluster_name, 'project', project_name, 'us
 QUANTITY = "CASE WHEN kind = 'purchase' THEN commitment_gpu_hours ELSE gpu_hours END"
 RELATED = "commitment_id IS NOT NULL AND (kind <> 'usage' OR commitment_gpu_hours <> 0)"
 KNOWN_TEAM = f"team_id IS NOT NULL AND team_name NOT IN ('{UNALLOCATED}', '{UNATTRIBUTED}')"
+CONSUMED = "f.kind NOT IN (" + ", ".join(f"'{kind}'" for kind in NOT_CONSUMED) + ")"
+COMMITMENT = (
+    "CASE WHEN kind IN (" + ", ".join(f"'{kind}'" for kind in COMMITMENT_PRICED) + ") AND commitment_id IS NOT NULL"
+    " THEN 'commitment-' || commitment_id END"
+)
+SKU_PRICE = f"CASE WHEN ({SKU}) <> '' THEN cluster_name || '/' || ({SKU}) || coalesce('/' || {COMMITMENT}, '') END"
+# The details as jsonb would write them (keys shorter first), built as text: jsonb per row costs a third of the
+# CSV's speed. Braces doubled twice: FORMATTED is formatted again with the table.
+SKU_PRICE_DETAILS = f"""CASE WHEN ({SKU}) <> '' THEN '{{{{"x_Cluster": ' || to_json(cluster_name)::text
+    || ', "x_GpuModel": ' || to_json(gpu_model)::text
+    || CASE WHEN mig_profile <> '' THEN ', "x_MigProfile": ' || to_json(mig_profile)::text ELSE '' END
+    || coalesce(', "x_CommitmentDiscountId": "' || {COMMITMENT} || '"', '') || '}}}}' END"""
 
 
 def _columns() -> list[str]:
@@ -180,11 +224,14 @@ def _columns() -> list[str]:
         "f.billed_cost", "%(account)s", "%(account)s", "f.currency", "%(period_start)s", "%(period_end)s",
         "f.category", "CASE WHEN f.kind = 'adjustment' THEN 'Correction' END", "f.description", "f.period_start",
         "f.period_end", "f.contracted", "f.cost", "%(provider)s", "f.list", "f.quantity", f"'{UNIT}'", "%(provider)s",
-        "%(provider)s", f"'{SERVICE_CATEGORY}'", f"'{SERVICE_NAME}'", "f.hours", f"'{UNIT}'", "f.sub_account",
-        "f.team", "f.resource", "f.job_ref", "f.sku", "f.tags", "f.frequency", "f.list_unit", "f.contracted_unit",
-        "f.cd_id", "f.cd_name", "f.cd_type", "f.cd_category", "f.cd_status", "f.cd_quantity", "f.cd_unit",
-        "f.idle_cost", "f.used", "f.idle", "f.gpu_model", "f.mig_profile", "f.kwh", "f.energy_cost", "f.at_default",
-        "f.corrects", "f.kind", "f.carbon", "f.mode",
+        "%(provider)s", f"'{SERVICE_CATEGORY}'", f"'{SERVICE_NAME}'", f"CASE WHEN {CONSUMED} THEN f.hours END",
+        f"CASE WHEN {CONSUMED} THEN '{UNIT}' END", "f.sub_account",
+        "CASE WHEN f.sub_account IS NOT NULL THEN f.team END", "f.resource", "f.job_ref", "f.sku", "f.tags",
+        "f.frequency", "f.list_unit", "f.contracted_unit", "f.cd_id", "f.cd_name", "f.cd_type", "f.cd_category",
+        "f.cd_status", "f.cd_quantity", "f.cd_unit", "%(invoice)s", f"'{SERVICE_SUBCATEGORY}'", "f.sku_price",
+        f"CASE WHEN f.sku IS NOT NULL THEN '{SKU_METER}' END", "f.sku_price_details", "f.idle_cost", "f.used",
+        "f.idle", "f.gpu_model", "f.mig_profile", "f.kwh", "f.energy_cost", "f.at_default", "f.corrects", "f.kind",
+        "f.carbon", "f.mode",
 ]  # fmt: skip
     return [f'{value} AS "{name}"' for value, name in zip(values, HEADER, strict=True)]
 
@@ -196,6 +243,7 @@ SELECT kind, currency, {_six("cost")} AS cost, {_six("gpu_hours")} AS hours, {_s
     {_time("period_start")} AS period_start, {_time("period_end")} AS period_end,
     CASE WHEN {KNOWN_TEAM} THEN 'team-' || team_id END AS sub_account, {_safe("team_name")} AS team,
     {_safe(RESOURCE)} AS resource, {_safe("job_ref")} AS job_ref, {_safe(SKU)} AS sku, {_safe(TAGS)} AS tags,
+    {_safe(SKU_PRICE)} AS sku_price, {_safe(SKU_PRICE_DETAILS)} AS sku_price_details,
     {_six("idle_cost")} AS idle_cost, {_six("used_gpu_hours")} AS used, {_six("idle_gpu_hours")} AS idle,
     {_safe("gpu_model")} AS gpu_model, {_safe("mig_profile")} AS mig_profile, {_six("energy_kwh")} AS kwh,
     {_six("energy_cost")} AS energy_cost, CASE WHEN at_default_rate THEN 'true' ELSE 'false' END AS at_default,
@@ -228,6 +276,7 @@ def focus_select(*, month: Month, team_ids: list[int | None] | None) -> tuple[st
         "close": close.pk if close else None, "month": month.start.date(),
         "account": cell(settings.GOVERNANCE_BILLING_ACCOUNT), "provider": cell(settings.GOVERNANCE_PROVIDER_NAME),
         "period_start": focus_time(month.start), "period_end": focus_time(month.end),
+        "invoice": cell(close.invoice_id) if close else None,
     }  # fmt: skip
     if team_ids is not None:
         known = [t for t in team_ids if t is not None]

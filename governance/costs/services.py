@@ -7,10 +7,12 @@ import logging
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 from django.utils import timezone
+from django.utils.text import slugify
 
 # Re-exported: callers import the budget alerts from here.
 from governance.costs.budget_alerts import (  # noqa: F401
@@ -337,6 +339,11 @@ FROM costs_charge WHERE month = %s ORDER BY kind, period_start, id
 """
 
 
+def invoice_id_for(month: Month) -> str:
+    """The invoice a month's close issues to the billing account (FOCUS InvoiceId): one per month and account."""
+    return f"GG-{month}-{slugify(settings.GOVERNANCE_BILLING_ACCOUNT)[:60]}"
+
+
 def statement_close(*, month: Month, user: User | None = None, now: datetime | None = None) -> MonthClose:
     """Freeze a month: re-price it in full, bring the corrections landing in it up to date, keep its terms, and
     copy its ledger rows as the frozen statement. From then on it is read, never computed."""
@@ -351,7 +358,8 @@ def statement_close(*, month: Month, user: User | None = None, now: datetime | N
             month_reprice(month=month, now=now)
             for corrected in months_corrected_in(month):
                 corrections_refresh(corrected=corrected, now=now)
-            close = MonthClose.objects.create(month=month.start.date(), closed_by=user, terms=live_terms().snapshot())
+            close = MonthClose.objects.create(month=month.start.date(), closed_by=user, terms=live_terms().snapshot(),
+                                              invoice_id=invoice_id_for(month))  # fmt: skip
             with connection.cursor() as cursor:
                 cursor.execute(FREEZE, [close.pk, month.start.date()])
     except IntegrityError:

@@ -163,3 +163,15 @@ def test_a_mapping_that_moves_a_closed_months_job_lands_as_an_adjustment_between
         ("NLP", "1", cents(-4)),
         ("Vision", "1", cents(4)),
     }
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_the_close_issues_the_months_invoice_which_the_admin_lists(client, cast, closed_november):
+    client.force_login(cast.admin)
+    cast.admin.is_superuser = True
+    cast.admin.save()
+
+    page = client.get("/admin/costs/monthclose/")
+
+    assert MonthClose.objects.get().invoice_id == "GG-2026-11-gpu-governance"
+    assert page.status_code == 200 and b"GG-2026-11-gpu-governance" in page.content

@@ -11,11 +11,12 @@ import time_machine
 from django.core.management import call_command
 
 from governance.costs.currency import ISO_4217
-from governance.costs.focus import focus_csv
+from governance.costs.focus import _python_csv, focus_csv
+from governance.costs.selectors import statement_charges
 from governance.costs.services import statement_close
 from governance.lib.months import Month
 from tests.costs.conftest import declare, set_rate
-from tests.factories import H100, ingest, job_record
+from tests.factories import H100, at, ingest, job_record, series
 
 pytestmark = pytest.mark.django_db
 
@@ -41,9 +42,9 @@ def rows_of(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-
 def csv_text(*, month: Month, team_ids=None) -> str:
     return "".join(c if isinstance(c, str) else c.decode() for c in focus_csv(month=month, team_ids=team_ids))
+
 
 @pytest.fixture
 def usage(cast, cluster):
@@ -71,7 +72,9 @@ def test_the_csv_has_the_focus_columns_and_allowed_values(usage):
         assert row["BillingCurrency"] in ISO_4217
         for column in ("BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd"):
             assert UTC_TIME.match(row[column]), (column, row[column])
-        assert row["PricingUnit"] == row["ConsumedUnit"] == "GPU-Hours"
+        assert row["PricingUnit"] == "GPU-Hours"
+        # FOCUS: ConsumedQuantity (and its unit) is null on rows that are not Usage.
+        assert row["ConsumedUnit"] == ("GPU-Hours" if row["ChargeCategory"] == "Usage" else "")
         Decimal(row["BilledCost"]), Decimal(row["PricingQuantity"])
     adjustment = next(r for r in rows if r["ResourceName"] == "late")
     assert adjustment["ChargeCategory"] == "Adjustment" and Decimal(adjustment["BilledCost"]) == Decimal(2)
@@ -123,3 +126,23 @@ def test_a_team_lead_gets_only_their_teams_rows_and_an_engineer_no_rows(client, 
     assert client.get("/api/v1/chargeback/", {"month": "2026-11", "format": "csv"}).status_code == 403
     totals = client.get("/api/v1/chargeback/", {"month": "2026-11"}).json()
     assert [t["team"] for t in totals] == ["NLP"]
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_a_mig_slice_and_an_odd_model_name_get_the_same_sku_price_on_both_paths(cast, cluster):
+    odd = 'Ünusual "quoted" GPU'
+    set_rate(odd, "7.00")
+    mig = {"gpu_uuid": "MIG-aaaa", "gpu_model": odd, "mig_profile": "1g.10gb", "mem_total_mib": 9728.0,
+           "mem_used_mib": 4000.0}  # fmt: skip
+    ingest([
+        job_record(gpus=1, gpu_model=odd, start_time="2026-11-05T00:00:00Z", end_time="2026-11-05T02:00:00Z",
+                   submit_time="2026-11-05T00:00:00Z", state="completed"),
+        *series(start=at("2026-11-05T00:00:00Z"), minutes=120, every_s=600, **mig),
+    ])  # fmt: skip
+
+    rows = rows_of(csv_text(month=NOV))
+
+    assert rows == list(csv.DictReader(io.StringIO("".join(_python_csv(statement_charges(month=NOV), NOV)))))
+    slice_row = next(r for r in rows if r["ResourceName"] == "4242")
+    assert slice_row["SkuPriceId"] == f"c1/{odd} MIG 1g.10gb"
+    assert json.loads(slice_row["SkuPriceDetails"]) == {"x_Cluster": "c1", "x_GpuModel": odd, "x_MigProfile": "1g.10gb"}

@@ -18,16 +18,19 @@ class MonthClose(models.Model):
     """A month finance has closed: its statement lines are frozen and never change again.
 
     `terms` keeps the rate cards, declared capacity and policies as they stood at the close: late usage for the
-    month is priced under them, whatever changes afterwards.
+    month is priced under them, whatever changes afterwards. The close issues the month's invoice (FOCUS InvoiceId
+    on every row of the frozen statement, corrections that landed in it included).
     """
 
     month = models.DateField(unique=True, help_text="The first day of the month.")
     closed_at = models.DateTimeField(auto_now_add=True)
     closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True)
     terms = models.JSONField(default=dict, blank=True, help_text="The terms the month was priced under.")
+    invoice_id = models.CharField(max_length=80, help_text="The invoice the close issued: GG-<month>-<account>.")
 
     class Meta:
         ordering = ["-month"]
+        constraints = [models.UniqueConstraint(fields=["invoice_id"], name="monthclose_unique_invoice")]
 
     def __str__(self) -> str:
         return f"{self.month:%Y-%m} closed"
