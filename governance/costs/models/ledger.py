@@ -25,6 +25,10 @@ class MonthClose(models.Model):
     closed_at = models.DateTimeField(auto_now_add=True)
     closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True)
     terms = models.JSONField(default=dict, blank=True, help_text="The terms the month was priced under.")
+    unpriced_accepted = models.JSONField(
+        default=list, blank=True,
+        help_text="Usage of GPU models with no rate card finance accepted at the close: cluster, model, GPU-hours.",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-month"]
