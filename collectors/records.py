@@ -304,6 +304,7 @@ def records_check(
     These bounds depend on the moment and on who sends, so the server checks them right after decoding.
     """
     errors: list[RecordError] = []
+    mig_known: dict[tuple[str, str], bool] = {}  # a batch repeats a few (model, profile) pairs many times
     for index, r in enumerate(records):
         if clusters is not None and r.cluster not in clusters:
             errors.append(
@@ -312,9 +313,13 @@ def records_check(
         if type(r) is SampleRecord:
             if not samples_from <= r.ts <= until:
                 errors.append(RecordError(index=index, field="ts", reason=_out_of_window(r.ts, samples_from, until)))
-            if r.mig_profile is not None and mig_profile_find(r.gpu_model, r.mig_profile, mig_extra) is None:
-                reason = MIG_UNKNOWN.format(profile=r.mig_profile, model=r.gpu_model)
-                errors.append(RecordError(index=index, field="mig_profile", reason=reason))
+            if r.mig_profile is not None:
+                key = (r.gpu_model, r.mig_profile)
+                if (known := mig_known.get(key)) is None:
+                    known = mig_known[key] = mig_profile_find(r.gpu_model, r.mig_profile, mig_extra) is not None
+                if not known:
+                    reason = MIG_UNKNOWN.format(profile=r.mig_profile, model=r.gpu_model)
+                    errors.append(RecordError(index=index, field="mig_profile", reason=reason))
         else:
             for name in _JOB_TIMES:
                 value = getattr(r, name)
