@@ -121,7 +121,8 @@ def test_a_poison_job_day_is_isolated_listed_and_cleared_after_a_fix(client, cas
     listed = client.get("/api/v1/pricing-failures/").json()["results"]
     assert [(f["cluster"], f["job"], f["day"], f["attempts"]) for f in listed] == [("c1", "poison", "2026-11-03", 1)]
     assert "'zz'" in listed[0]["error"]
-    client.force_login(User.objects.create_superuser("root", password="pw-root-1234"))
+    root = User.objects.create_superuser("root", password="pw-root-1234")
+    client.force_login(root)
     admin_page = client.get("/admin/costs/pricingfailure/")
     assert admin_page.status_code == 200 and "UnknownMigProfile" in admin_page.content.decode()
     client.force_login(cast.finance)
@@ -132,8 +133,9 @@ def test_a_poison_job_day_is_isolated_listed_and_cleared_after_a_fix(client, cas
     assert PricingFailure.objects.get().attempts == 2
 
     Gpu.objects.filter(uuid="MIG-poison").update(mig_profile="1g.10gb")  # the fix
-    with committed():
-        reprice_running()
+    client.force_login(root)
+    with committed():  # the admin retries it now rather than wait for the periodic pass
+        client.post("/admin/costs/pricingfailure/", {"action": "retry", "_selected_action": [failure.pk]})
 
     assert not PricingFailure.objects.exists()
     assert job_hours("poison") == sevenths("1.8")
