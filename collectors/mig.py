@@ -2,9 +2,10 @@
 
 From the NVIDIA Multi-Instance GPU user guide ("Supported MIG Profiles") and the device plugin's mig-parted
 configuration. A profile holds `slices` of the GPU's `total` compute slices (7 on A100/H100/H200/B200/GB200,
-4 on A30) and the memory its name states (GB as NVIDIA names them). A `+me` variant (media extensions) holds the
-same slices and memory as its base profile. A deployment adds more with `MIG_EXTRA_PROFILES`
-(`name=slices/total:mem_gib`, comma-separated; see `mig_extra_parse`). No Django here: the agent imports it too.
+4 on A30 and RTX PRO 6000 Blackwell) and the memory its name states (GB as NVIDIA names them). A variant (`+me`
+media extensions, `+gfx`, `-me`) holds the same slices and memory as its base profile. A deployment adds more
+with `MIG_EXTRA_PROFILES` (`name=slices/total:mem_gib`, comma-separated; see `mig_extra_parse`). No Django here:
+the agent imports it too.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ class MigProfile:
         return "the full GPU" if self.slices == self.total else f"{self.slices}/{self.total}"
 
     @property
-    def media(self) -> bool:
-        return self.name.endswith("+me")
+    def variant(self) -> bool:
+        """A variant of a base profile ('1g.10gb+me', '1g.24gb+gfx', '1g.24gb-me'): same size, other engines."""
+        return "+" in self.name or "-" in self.name
 
 
 def _family(total: int, *spec: tuple[str, int], media: Iterable[str] = ()) -> tuple[MigProfile, ...]:
@@ -79,6 +81,22 @@ GB200_186GB = _family(
     7, ("1g.23gb", 23), ("1g.47gb", 47), ("2g.47gb", 47), ("3g.93gb", 93), ("4g.93gb", 93), ("7g.186gb", 186),
     media=("1g.23gb",),
 )  # fmt: skip
+# RTX PRO 6000 Blackwell (96 GB) splits in 4; beside `+me` it offers graphics (`+gfx`), no-media (`-me`) and
+# all-media (`+me.all`) variants of the same size.
+RTX_PRO_6000_96GB = tuple(
+    sorted(
+        (
+            MigProfile(f"{base}{variant}", slices, 4, memory)
+            for base, slices, memory, variants in (
+                ("1g.24gb", 1, 24, ("", "+me", "+gfx", "-me", "+me.all")),
+                ("2g.48gb", 2, 48, ("", "+gfx", "-me", "+me.all")),
+                ("4g.96gb", 4, 96, ("", "+gfx")),
+            )
+            for variant in variants
+        ),
+        key=lambda p: (p.slices, p.memory_gib, p.name),
+    )
+)
 
 # Matched, first hit wins, against the words of the GPU model as NVML names it ("NVIDIA A100-SXM4-80GB",
 # "NVIDIA H100 80GB HBM3", "NVIDIA GH200 480GB"): (product words, any of these words or none, profiles).
@@ -95,6 +113,7 @@ MODELS: tuple[tuple[frozenset[str], frozenset[str], tuple[MigProfile, ...]], ...
     (frozenset({"H200"}), frozenset(), H200_141GB),
     (frozenset({"B200"}), frozenset(), B200_180GB),
     (frozenset({"GB200"}), frozenset(), GB200_186GB),
+    (frozenset({"6000"}), frozenset({"PRO"}), RTX_PRO_6000_96GB),  # not the RTX 6000 Ada: it has no MIG
 )
 _WORD = re.compile(r"[A-Z0-9]+")
 
@@ -157,9 +176,9 @@ def mig_fraction_of(gpu_model: str, name: str, extra: Sequence[MigProfile] = ())
 
 
 def mig_smallest_fit(gpu_model: str, need_gib: float) -> MigProfile | None:
-    """The smallest profile (least compute, then least memory) whose memory holds `need_gib`; media extensions
-    aside (a scarce engine no fit advice should take)."""
-    fits = [p for p in mig_profiles(gpu_model) if p.memory_gib >= need_gib and not p.media]
+    """The smallest profile (least compute, then least memory) whose memory holds `need_gib`; variants aside (a
+    media or graphics engine is scarce, and no fit advice needs one)."""
+    fits = [p for p in mig_profiles(gpu_model) if p.memory_gib >= need_gib and not p.variant]
     return min(fits, key=lambda p: (p.slices / p.total, p.memory_gib), default=None)
 
 

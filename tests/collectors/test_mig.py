@@ -31,7 +31,8 @@ def test_it_lists_each_gpus_published_profiles_smallest_first():
     assert names("NVIDIA H200") == ["1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"]
     assert names("NVIDIA B200")[-1] == "7g.180gb"
     assert names("NVIDIA GB200")[-1] == "7g.186gb"
-    assert names("NVIDIA GeForce RTX 4090") == []
+    assert names("NVIDIA RTX PRO 6000 Blackwell Server Edition")[:3] == ["1g.24gb", "1g.24gb+gfx", "1g.24gb+me"]
+    assert names("NVIDIA GeForce RTX 4090") == names("NVIDIA RTX 6000 Ada Generation") == []
 
 
 def test_it_reads_whole_words_so_a_grace_hopper_is_not_an_h200_nor_a_gb200_a_b200():
@@ -49,6 +50,7 @@ def test_a_profile_is_priced_by_its_share_of_the_compute_slices():
     assert mig_fraction_of("NVIDIA A30", "2g.12gb") == Fraction(1, 2)
     assert mig_fraction_of("NVIDIA A30", "4g.24gb") == 1
     assert mig_fraction_of("NVIDIA B200", "7g.180gb") == 1
+    assert mig_fraction_of("NVIDIA RTX PRO 6000 Blackwell Server Edition", "1g.24gb-me") == Fraction(1, 4)
     assert mig_fraction_of("NVIDIA H100 80GB HBM3", "") == 1
 
 
@@ -75,15 +77,19 @@ def test_a_model_the_catalogue_does_not_name_takes_a_profile_that_means_one_shar
     assert mig_profile_find("Some OEM board", "3g.40gb").fraction == Fraction(3, 7)
     assert mig_profile_find("Some OEM board", "2g.12gb").fraction == Fraction(1, 2)
     assert mig_profile_find("Some OEM board", "zz") is None
+    # A quarter of an RTX PRO 6000, a seventh of an H100 NVL: a name that means two shares is not guessed.
+    assert mig_profile_find("Some OEM board", "1g.24gb") is None
 
 
-def test_the_deployment_adds_profiles_by_setting():
-    extra = mig_extra_parse("1g.24gb=1/4:24, 2g.48gb=2/4:48")
+def test_the_deployment_adds_profiles_by_setting_and_they_win_over_a_guess_by_name():
+    extra = mig_extra_parse("1g.24gb=1/2:24, 2g.48gb=2/2:48")
+    rtx_pro_5000 = "NVIDIA RTX PRO 5000 Blackwell"
 
-    assert [(p.name, p.fraction, p.memory_gib) for p in extra] == [("1g.24gb", Fraction(1, 4), 24),
-                                                                   ("2g.48gb", Fraction(1, 2), 48)]  # fmt: skip
-    assert mig_fraction_of("NVIDIA RTX PRO 6000 Blackwell Server Edition", "2g.48gb", extra) == Fraction(1, 2)
-    assert mig_profile_find("NVIDIA RTX PRO 6000 Blackwell Server Edition", "2g.48gb") is None
+    assert [(p.name, p.fraction, p.memory_gib) for p in extra] == [("1g.24gb", Fraction(1, 2), 24),
+                                                                   ("2g.48gb", Fraction(1), 48)]  # fmt: skip
+    assert mig_profile_find(rtx_pro_5000, "1g.24gb") is None
+    assert mig_fraction_of(rtx_pro_5000, "1g.24gb", extra) == Fraction(1, 2)
+    assert mig_fraction_of(rtx_pro_5000, "2g.48gb", extra) == 1
     assert mig_extra_parse("") == ()
 
 
@@ -93,9 +99,10 @@ def test_an_extra_profile_that_breaks_the_rule_is_named(text):
         mig_extra_parse(text)
 
 
-def test_the_smallest_fit_prefers_less_compute_then_less_memory_and_no_media_engine():
+def test_the_smallest_fit_prefers_less_compute_then_less_memory_and_no_variant():
     assert mig_smallest_fit("NVIDIA H200", 10).name == "1g.18gb"
     assert mig_smallest_fit("NVIDIA H200", 20).name == "1g.35gb"
     assert mig_smallest_fit("NVIDIA H200", 40).name == "3g.71gb"
     assert mig_smallest_fit("NVIDIA A30", 10).name == "2g.12gb"
+    assert mig_smallest_fit("NVIDIA RTX PRO 6000 Blackwell Server Edition", 10).name == "1g.24gb"
     assert mig_smallest_fit("NVIDIA H200", 150) is None
