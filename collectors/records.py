@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
+
+from collectors.mig import MigProfile as MigProfileSpec
+from collectors.mig import mig_profile_find
 
 # Every field is bounded by physics or by the column it lands in: nothing a collector sends can overflow a sum,
 # a partition name or a column later (DESIGN.md: no input can break billing). Each bound composes with
@@ -189,6 +192,9 @@ CLUSTER_NAME_RULE = "must be 1-64 letters, digits, dots, dashes or underscores, 
 CLUSTER_NOT_ALLOWED = "this token may not report cluster {cluster!r}"
 TOO_OLD = "is before {earliest:%Y-%m-%dT%H:%M:%SZ}, the oldest time accepted"
 TOO_NEW = "is after {latest:%Y-%m-%dT%H:%M:%SZ}, the latest time accepted"
+MIG_UNKNOWN = (
+    "{profile!r} is no MIG profile of {model!r} in NVIDIA's published profiles nor in the server's MIG_EXTRA_PROFILES"
+)
 
 _JOB_STRINGS = ("cluster", "job_id", "user", "project", "team", "gpu_model")
 _SAMPLE_STRINGS = ("cluster", "node", "gpu_uuid", "gpu_model", "job_id", "mig_profile")
@@ -289,13 +295,16 @@ def records_check(
     jobs_from: datetime,
     until: datetime,
     clusters: Collection[str] | None = None,
+    mig_extra: Sequence[MigProfileSpec] = (),
 ) -> None:
     """Refuse, naming each record's index and field, times outside what the server accepts now (samples from
-    `samples_from`, job times from `jobs_from`, both until `until`) and clusters outside `clusters` (None: any).
+    `samples_from`, job times from `jobs_from`, both until `until`), clusters outside `clusters` (None: any) and
+    MIG profiles that neither NVIDIA's catalogue (collectors/mig.py) nor the server's `mig_extra` knows.
 
     These bounds depend on the moment and on who sends, so the server checks them right after decoding.
     """
     errors: list[RecordError] = []
+    mig_known: dict[tuple[str, str], bool] = {}  # a batch repeats a few (model, profile) pairs many times
     for index, r in enumerate(records):
         if clusters is not None and r.cluster not in clusters:
             errors.append(
@@ -304,6 +313,13 @@ def records_check(
         if type(r) is SampleRecord:
             if not samples_from <= r.ts <= until:
                 errors.append(RecordError(index=index, field="ts", reason=_out_of_window(r.ts, samples_from, until)))
+            if r.mig_profile is not None:
+                key = (r.gpu_model, r.mig_profile)
+                if (known := mig_known.get(key)) is None:
+                    known = mig_known[key] = mig_profile_find(r.gpu_model, r.mig_profile, mig_extra) is not None
+                if not known:
+                    reason = MIG_UNKNOWN.format(profile=r.mig_profile, model=r.gpu_model)
+                    errors.append(RecordError(index=index, field="mig_profile", reason=reason))
         else:
             for name in _JOB_TIMES:
                 value = getattr(r, name)

@@ -12,6 +12,8 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from collectors.mig import mig_extra_parse
+
 # Celery and the periodic schedule, the REST API, efficiency rules and notifications: one module each under conf/.
 from governance.conf.api import *  # noqa: F403
 from governance.conf.celery import *  # noqa: F403
@@ -253,6 +255,12 @@ INGEST_MAX_FUTURE_MINUTES = env_int("INGEST_MAX_FUTURE_MINUTES", 10)
 # A batch the worker fails to process this many times is dead: kept with its error, never swept again, shown to
 # admins, re-queued by an admin (Django admin action).
 INGEST_MAX_ATTEMPTS = env_int("INGEST_MAX_ATTEMPTS", 5)
+# MIG profiles beyond NVIDIA's published ones (collectors/mig.py): 'name=slices/total:mem_gib' pairs,
+# comma-separated, e.g. "1g.24gb=1/4:24,2g.48gb=2/4:48". Ingest refuses a sample whose profile neither knows.
+try:
+    MIG_EXTRA_PROFILES = mig_extra_parse(env_str("MIG_EXTRA_PROFILES"))
+except ValueError as exc:
+    raise ImproperlyConfigured(f"MIG_EXTRA_PROFILES: {exc}") from None
 # A GPU averaging under this SM utilisation (percent) in a sample counts as idle.
 GOVERNANCE_IDLE_SM_PERCENT = env_float("GOVERNANCE_IDLE_SM_PERCENT", 1.0)
 GOVERNANCE_DEFAULT_CURRENCY = env_str("GOVERNANCE_DEFAULT_CURRENCY", "USD")

@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 
+from governance.costs.failures import pricing_failures_mark
 from governance.costs.marks import terms_changed
 from governance.costs.models import (
     DEFAULT_MODEL,
@@ -12,6 +13,7 @@ from governance.costs.models import (
     Commitment,
     DeclaredCapacity,
     MonthClose,
+    PricingFailure,
     RateCard,
     StatementLine,
     UnallocatedPolicyTerm,
@@ -155,7 +157,22 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(MonthClose)
 class MonthCloseAdmin(ReadOnlyAdmin):
-    list_display = ("month", "invoice_id", "closed_at", "closed_by")
+    list_display = ("month", "invoice_id", "closed_at", "closed_by", "unpriced_accepted")
+
+
+@admin.register(PricingFailure)
+class PricingFailureAdmin(ReadOnlyAdmin):
+    """Job-days the pricing pass could not price; the periodic pass retries them, or "Retry now" after a fix."""
+
+    list_display = ("cluster", "job", "day", "error", "attempts", "first_seen_at", "last_seen_at")
+    list_filter = ("cluster",)
+    search_fields = ("job__external_id", "error")
+    actions = ["retry"]
+
+    @admin.action(description="Retry now (re-price these job-days)")
+    def retry(self, request, queryset) -> None:
+        marked = pricing_failures_mark(pks=queryset.values_list("pk", flat=True))
+        self.message_user(request, f"{marked} job-days marked for re-pricing.")
 
 
 @admin.register(StatementLine)

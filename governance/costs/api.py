@@ -23,7 +23,7 @@ from governance.api.errors import error_response
 from governance.api.models import AuditEntry
 from governance.api.services import audit_request_write
 from governance.api.viewsets import VisibleQuerysetMixin
-from governance.costs import api_terms
+from governance.costs import api_failures, api_terms
 from governance.costs.api_terms import NOT_ALLOWED, validation_error
 from governance.costs.focus import focus_csv
 from governance.costs.footprint import footprint_by_team
@@ -35,6 +35,7 @@ from governance.costs.selectors import chargeback_by_team, month_closed, unattri
 from governance.costs.services import (
     statement_close,
 )
+from governance.costs.unpriced import unpriced_usage
 from governance.lib.money import to_cents
 from governance.lib.months import Month
 from governance.org.auth import signed_in_user
@@ -202,12 +203,19 @@ class FootprintView(APIView):
         return Response(FootprintSerializer(footprint_by_team(month=month, team_ids=ids), many=True).data)
 
 
+class MonthCloseRequest(serializers.Serializer):
+    accept_unpriced = serializers.BooleanField(
+        default=False, help_text="Close even though usage of some GPU model has no rate card; kept on record."
+    )
+
+
 class MonthCloseView(APIView):
-    """Close a month (finance, admin): its statement is frozen; 409 if it is closed already."""
+    """Close a month (finance, admin): its statement is frozen; 409 if it is closed already; 400 `unpriced` naming
+    the cluster, model and GPU-hours no rate card prices, unless `accept_unpriced` is true."""
 
     permission_classes = [HasReadScope]
 
-    @extend_schema(request=None, responses={201: dict})
+    @extend_schema(request=MonthCloseRequest, responses={201: dict})
     def post(self, request: Request, month: str):
         user = signed_in_user(request)
         if not user.sees_all_costs:
@@ -215,15 +223,21 @@ class MonthCloseView(APIView):
         parsed = _month(month)
         if parsed is None:
             return error_response(status.HTTP_400_BAD_REQUEST, "invalid", f"month: {month!r} is not YYYY-MM.")
+        options = MonthCloseRequest(data=request.data)
+        options.is_valid(raise_exception=True)
+        accept = options.validated_data["accept_unpriced"]
         try:
             with transaction.atomic():
-                close = statement_close(month=parsed, user=user)
+                close = statement_close(month=parsed, user=user, accept_unpriced=accept)
                 audit_request_write(request=request, action=AuditEntry.Action.CLOSE, instance=close)
         except ValidationError as exc:
             if exc.code == "month_closed":  # closed already: the request conflicts with the month's state
                 return error_response(status.HTTP_409_CONFLICT, "month_closed", "; ".join(exc.messages))
+            if exc.code == "unpriced":
+                return error_response(status.HTTP_400_BAD_REQUEST, "unpriced", "; ".join(exc.messages))
             return validation_error(exc)
-        body = {"month": str(parsed), "closed_at": close.closed_at, "lines": close.lines.count()}
+        body = {"month": str(parsed), "closed_at": close.closed_at, "lines": close.lines.count(),
+                "unpriced_accepted": close.unpriced_accepted}  # fmt: skip
         return Response(body, status=status.HTTP_201_CREATED)
 
 
@@ -271,6 +285,7 @@ ROUTES = [
     ("policies", api_terms.PolicyViewSet, "policies"),
     ("budgets", api_terms.BudgetViewSet, "budgets"),
     ("commitments", api_terms.CommitmentViewSet, "commitments"),
+    ("pricing-failures", api_failures.PricingFailureViewSet, "pricing-failures"),
 ]
 
 
@@ -293,7 +308,8 @@ class OptionalMonthQuery(serializers.Serializer):
 
 class UnattributedView(generics.GenericAPIView):
     """GPU-hours billed to no team in a month, per cluster and account, largest first (finance and admins).
-    Mapping the account to a project (POST /api/v1/project-mappings/) re-attributes the open months."""
+    Mapping the account to a project (POST /api/v1/project-mappings/) re-attributes the open months. Beside the
+    list, `unpriced`: the month's GPU-hours per cluster and model that no rate card prices (billed 0)."""
 
     permission_classes = [HasReadScope]
     serializer_class = UnattributedSerializer
@@ -309,4 +325,6 @@ class UnattributedView(generics.GenericAPIView):
         month = Month.parse(text) if text else Month.of(timezone.now())
         rows = [{**vars(r), "cost": to_cents(r.cost)} for r in unattributed(month=month)]
         page: list[dict] | None = self.paginate_queryset(rows)  # type: ignore[arg-type]  # DRF pages lists too
-        return self.get_paginated_response(UnattributedSerializer(page, many=True).data)
+        response = self.get_paginated_response(UnattributedSerializer(page, many=True).data)
+        response.data["unpriced"] = [u.as_record() for u in unpriced_usage(month=month)]
+        return response

@@ -18,6 +18,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 
+from collectors.mig import UnknownMigProfile
 from governance.costs.pricing import gpu_hours, mig_fraction, price_interval, scale
 from governance.costs.terms import SHARE, Terms
 from governance.lib.months import Month
@@ -246,7 +247,11 @@ def day_capacity(
                 hi = max(hi, until)
             lo, hi = max(lo, first), min(hi, end)
             if hi > lo:
-                intervals[(g.model, mig_fraction(g.model, g.profile), lo, hi)] += 1
+                try:
+                    fraction = mig_fraction(g.model, g.profile)
+                except UnknownMigProfile:
+                    continue  # not priced: the job-days on it fail and are listed; capacity does not guess its share
+                intervals[(g.model, fraction, lo, hi)] += 1
     for (model, fraction, lo, hi), count in intervals.items():
         rates = terms.book.pricing(cluster, model).rates
         cap = out[model]

@@ -1,14 +1,17 @@
-"""Pricing arithmetic on plain data: no ORM, no clock."""
+"""Pricing arithmetic on plain data: no ORM, no clock (a MIG share reads the deployment's extra profiles)."""
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
+
+from django.conf import settings
+
+from collectors.mig import MigProfile, mig_fraction_of
 
 
 @dataclass(frozen=True)
@@ -67,21 +70,13 @@ def price_interval(start: datetime, end: datetime, gpus: int, rates: Sequence[Ra
     return Priced(gpu_hours(start, end, gpus), cost)
 
 
-# Compute slices of a full GPU under MIG: A30 splits in 4, A100/H100/H200/B200 in 7.
-MIG_SLICES_DEFAULT = 7
-MIG_SLICES = {"A30": 4}
-_MIG_PROFILE = re.compile(r"^(?P<slices>\d+)g\.")
-
-
-def mig_fraction(gpu_model: str, mig_profile: str) -> Fraction:
-    """The share of a full GPU that a MIG profile holds: '1g.10gb' of 7 = 1/7; no profile = the whole GPU."""
-    if not mig_profile:
-        return Fraction(1)
-    match = _MIG_PROFILE.match(mig_profile)
-    if not match:
-        raise ValueError(f"MIG profile {mig_profile!r} does not start with '<n>g.'")
-    total = next((n for key, n in MIG_SLICES.items() if key in gpu_model), MIG_SLICES_DEFAULT)
-    return Fraction(min(int(match["slices"]), total), total)
+def mig_fraction(gpu_model: str, mig_profile: str, extra: Sequence[MigProfile] | None = None) -> Fraction:
+    """The share of a full GPU that a MIG profile holds ('1g.10gb' of 7 = 1/7; no profile = the whole GPU), from
+    the one catalogue (collectors/mig.py) and the profiles the deployment adds (`extra`; None: the setting
+    MIG_EXTRA_PROFILES). Raises UnknownMigProfile for a profile neither knows: the pass isolates that job-day."""
+    if extra is None:
+        extra = settings.MIG_EXTRA_PROFILES
+    return mig_fraction_of(gpu_model, mig_profile, extra)
 
 
 def scale(amount: Decimal, fraction: Fraction) -> Decimal:

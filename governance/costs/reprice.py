@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from governance.costs import corrections
 from governance.costs.commitment_rows import commitment_days_refresh, commitments_apply, job_days_widen
+from governance.costs.failures import pricing_failures_record
 from governance.costs.ledger import (
     DAY,
     Allocated,
@@ -121,6 +122,7 @@ def reprice(
     lock_jobs(sorted(jobs))
     rows: list[dict] = []
     hours = _hour_use(jobs, job_days)
+    failed: dict[tuple[int, int, date], str] = {}
     for pk, days in job_days.items():
         job = jobs.get(pk)
         if job is None:
@@ -128,7 +130,17 @@ def reprice(
         for day in sorted(days):
             month = month_of(day)
             until = now if not terms.closed(month) else month.end
-            rows.extend(job_day_rows(job, day, until, hours.get((pk, day), []), terms.of(month)))
+            try:
+                rows.extend(job_day_rows(job, day, until, hours.get((pk, day), []), terms.of(month)))
+            except Exception as exc:
+                logger.exception("pricing job %s on %s failed; the rest of the pass goes on", pk, day)
+                failed[(pk, job.cluster_id, day)] = f"{type(exc).__name__}: {exc}"
+    # A job-day that failed keeps the rows it had (its last good price) until a retry succeeds.
+    for pk, _, day in failed:
+        job_days[pk].discard(day)
+    pricing_failures_record(
+        failed=failed, priced=[(pk, d) for pk, days in job_days.items() if pk in jobs for d in days], now=now
+    )
     committed = commitments_apply(rows, jobs, hours, terms, now)
     usage_replace(job_days, rows, now)
     if jobs:

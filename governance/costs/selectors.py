@@ -19,6 +19,7 @@ from governance.costs.commitment_checks import commitments_check
 from governance.costs.corrections import closed_months
 from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO, line_name
 from governance.costs.models import CapacityDay, Charge, MonthClose, StatementLine
+from governance.costs.unpriced import unpriced_problems
 from governance.lib.money import to_cents
 from governance.lib.months import Month
 
@@ -283,7 +284,8 @@ DRIFT = (
 
 def reconcile(*, month: Month) -> Reconciliation:
     """Per cluster, the month's charges (corrections aside) add up to capacity x rate, to the cent; for a closed
-    month also: its frozen lines + the corrections that landed for it = the month re-priced under its own terms."""
+    month also: its frozen lines + the corrections that landed for it = the month re-priced under its own terms.
+    Usage no rate card prices is a problem too, unless finance accepted it when the month closed."""
     close = month_closed(month)
     ledger = Charge.objects.filter(month=month.start.date()).exclude(kind="adjustment")
     currency = _currency(ledger)
@@ -316,6 +318,7 @@ def reconcile(*, month: Month) -> Reconciliation:
     problems.extend(commitments_check(month=month, currency=currency))
     if close is not None:
         problems.extend(_closed_month_drift(month, close, effective, currency))
+    problems.extend(unpriced_problems(month=month, close=close))
     return Reconciliation(month=month, currency=currency, clusters=checks, problems=problems)
 
 

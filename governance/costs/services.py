@@ -15,6 +15,8 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 # Re-exported: callers import the budget alerts from here.
+from governance.api.models import AuditEntry
+from governance.api.services import audit_entry_record
 from governance.costs.budget_alerts import (  # noqa: F401
     DEFAULT_THRESHOLDS,
     AlertSent,
@@ -42,6 +44,7 @@ from governance.costs.models import (
 from governance.costs.owned import Derivation, owned_rate_derive
 from governance.costs.reprice import month_reprice
 from governance.costs.terms import live_terms
+from governance.costs.unpriced import CLOSE_REFUSED, unpriced_usage
 from governance.fleet.models import Cluster
 from governance.lib.months import Month
 from governance.org.models import Team, User
@@ -344,9 +347,14 @@ def invoice_id_for(month: Month) -> str:
     return f"GG-{month}-{slugify(settings.GOVERNANCE_BILLING_ACCOUNT)[:60]}"
 
 
-def statement_close(*, month: Month, user: User | None = None, now: datetime | None = None) -> MonthClose:
+def statement_close(
+    *, month: Month, user: User | None = None, now: datetime | None = None, accept_unpriced: bool = False
+) -> MonthClose:
     """Freeze a month: re-price it in full, bring the corrections landing in it up to date, keep its terms, and
-    copy its ledger rows as the frozen statement. From then on it is read, never computed."""
+    copy its ledger rows as the frozen statement. From then on it is read, never computed.
+
+    Usage no rate card prices refuses the close (code `unpriced`, naming cluster, model and GPU-hours) unless
+    `accept_unpriced`: then what was accepted is kept on the close and in the audit log."""
     now = now or timezone.now()
     if month.end > now:
         raise ValidationError(MONTH_NOT_ENDED.format(month=month, end=month.end), code="not_ended")
@@ -358,8 +366,18 @@ def statement_close(*, month: Month, user: User | None = None, now: datetime | N
             month_reprice(month=month, now=now)
             for corrected in months_corrected_in(month):
                 corrections_refresh(corrected=corrected, now=now)
-            close = MonthClose.objects.create(month=month.start.date(), closed_by=user, terms=live_terms().snapshot(),
-                                              invoice_id=invoice_id_for(month))  # fmt: skip
+            unpriced = unpriced_usage(month=month)
+            if unpriced and not accept_unpriced:
+                found = "; ".join(str(u) for u in unpriced)
+                raise ValidationError(CLOSE_REFUSED.format(month=month, found=found), code="unpriced")
+            accepted = [u.as_record() for u in unpriced]
+            close = MonthClose.objects.create(
+                month=month.start.date(), closed_by=user, terms=live_terms().snapshot(), unpriced_accepted=accepted,
+                invoice_id=invoice_id_for(month),
+            )
+            if accepted:
+                audit_entry_record(actor=user, token=None, action=AuditEntry.Action.CLOSE, instance=close,
+                                   changes={"unpriced_accepted": [None, accepted]})  # fmt: skip
             with connection.cursor() as cursor:
                 cursor.execute(FREEZE, [close.pk, month.start.date()])
     except IntegrityError:

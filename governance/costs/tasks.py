@@ -1,7 +1,7 @@
 from celery import shared_task
 
 from governance.celery import transient_retry
-from governance.costs import marks, reprice, services
+from governance.costs import failures, marks, reprice, services
 from governance.lib.enqueue import enqueue
 
 # A pass stops after this long and hands the rest of the marks to a new task (within the task time limit).
@@ -25,6 +25,7 @@ def reprice_marked() -> int:
 @shared_task(name="costs.reprice_running", **transient_retry())
 def reprice_running() -> int:
     marks.running_jobs_mark()
+    failures.pricing_failures_mark()  # retried: after a fix (a setting, a corrected row) it prices and clears
     done = reprice.charges_reprice(budget_s=REPRICE_BUDGET_S)
     if done.more:
         enqueue("costs.reprice")

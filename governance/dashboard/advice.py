@@ -49,7 +49,8 @@ EVIDENCE = {
     "batch_factor": ("Batch size factor", "x"),
     "profile": ("MIG profile", ""),
     "profile_memory_gib": ("MIG profile memory", "GiB"),
-    "profile_sevenths": ("MIG profile size", "/7 of a GPU"),
+    "profile_sevenths": ("MIG profile size", "/7 of a GPU"),  # findings written before profile_share
+    "profile_share": ("MIG profile size (compute slices of the GPU)", ""),
     "io_wait_mean": ("Mean I/O wait", "%"),
     "host_cpu_mean": ("Mean host CPU", "%"),
     "sm_oscillation_cv": ("SM oscillation (coefficient of variation)", ""),

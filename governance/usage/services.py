@@ -91,6 +91,7 @@ def batch_check(
         jobs_from=window.jobs_from,
         until=window.until,
         clusters=clusters,
+        mig_extra=settings.MIG_EXTRA_PROFILES,
     )
 
 

@@ -299,6 +299,7 @@ ROWS = [
     # The notification outbox: admins only.
     Row("v1:notification-list", "get", lambda w: f"{V1}/notifications/", admins(200)),
     Row("v1:notification-detail", "get", lambda w: f"{V1}/notifications/{w.notification.pk}/", admins(200)),
+    Row("v1:pricing-failures-list", "get", lambda w: f"{V1}/pricing-failures/", admins(200)),
     # Pages.
     Row("dashboard:overview", "get", lambda w: "/?month=2026-11", PAGE),
     Row("dashboard:chargeback-csv", "get", lambda w: "/chargeback.csv?month=2026-11", PAGE),

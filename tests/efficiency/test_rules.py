@@ -3,7 +3,6 @@
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from governance.efficiency.mig import mig_profiles, mig_smallest_fit
 from governance.efficiency.rules import RULES, rules_evaluate
 from governance.efficiency.summary import GpuSummary, HourStat, JobSummary
 from governance.efficiency.thresholds import Thresholds
@@ -59,21 +58,6 @@ def test_mig_fit_names_the_slice_and_its_share_of_the_cost():
     drafts = rules(job(hour(0, 6, mem=peak), hour(1, 6, mem=peak)))
 
     assert drafts["mig_fit"].advice.endswith("would cost 1/7 of today's.")
-
-
-def test_the_mig_catalogue_covers_the_four_gpus_smallest_first():
-    assert mig_profiles("NVIDIA A100-SXM4-40GB")[0].name == "1g.5gb"
-    assert [p.name for p in mig_profiles("NVIDIA A100 80GB PCIe")][-1] == "7g.80gb"
-    assert mig_profiles("NVIDIA H100 80GB HBM3")[0].memory_gib == 10
-    assert [p.name for p in mig_profiles("NVIDIA H200")] == ["1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb",
-                                                             "7g.141gb"]  # fmt: skip
-    assert mig_profiles("NVIDIA GeForce RTX 4090") == ()
-
-
-def test_the_smallest_fit_prefers_less_compute_then_less_memory():
-    assert mig_smallest_fit("NVIDIA H200", 20).name == "1g.35gb"
-    assert mig_smallest_fit("NVIDIA H200", 40).name == "3g.71gb"
-    assert mig_smallest_fit("NVIDIA H200", 150) is None
 
 
 def test_a_job_without_samples_has_no_findings():

@@ -27,6 +27,10 @@ class MonthClose(models.Model):
     closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True)
     terms = models.JSONField(default=dict, blank=True, help_text="The terms the month was priced under.")
     invoice_id = models.CharField(max_length=80, help_text="The invoice the close issued: GG-<month>-<account>.")
+    unpriced_accepted = models.JSONField(
+        default=list, blank=True,
+        help_text="Usage of GPU models with no rate card finance accepted at the close: cluster, model, GPU-hours.",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-month"]

@@ -26,6 +26,7 @@ from governance.costs.selectors import (
     unattributed,
 )
 from governance.costs.services import DEFAULT_THRESHOLDS, statement_close
+from governance.costs.unpriced import unpriced_usage
 from governance.dashboard.advice import group_by_job, leading_advice
 from governance.dashboard.figures.costs import budget_gauge, cost_by, cost_trend
 from governance.dashboard.footprint import footprint_panel
@@ -80,6 +81,7 @@ def _finance_context(month: Month) -> dict:
         "ended": ended,
         "has_rows": has_rows,
         "closable": ended and has_rows and closed is None,
+        "unpriced": unpriced_usage(month=month),
         "previous": month.previous(),
         "next": month.next() if month.next().start <= timezone.now() else None,
     }
@@ -206,7 +208,8 @@ def close_month(request: HttpRequest, month: str) -> HttpResponse:
         messages.error(request, NOTHING_TO_CLOSE.format(month=parsed))
         return redirect(f"{reverse('costs:month')}?month={month}")
     try:
-        statement_close(month=parsed, user=signed_in_user(request))
+        accept = request.POST.get("accept_unpriced") == "1"
+        statement_close(month=parsed, user=signed_in_user(request), accept_unpriced=accept)
     except ValidationError as exc:
         messages.error(request, "; ".join(exc.messages))
     else:
@@ -222,5 +225,5 @@ def unattributed_month(request: HttpRequest) -> HttpResponse:
     month = _month(request)
     rows = unattributed(month=month)
     context = {"month": month, "rows": rows, "total": sum((r.cost for r in rows), ZERO),
-               "closed": month_closed(month)}  # fmt: skip
+               "closed": month_closed(month), "unpriced": unpriced_usage(month=month)}  # fmt: skip
     return render(request, "costs/unattributed.html", context)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from governance.efficiency.mig import mig_smallest_fit
+from collectors.mig import mig_smallest_fit
 from governance.efficiency.rules.base import WARNING, Draft, pct, r, rule
 from governance.efficiency.rules.low_utilization import unused_gpu_hours
 from governance.efficiency.summary import JobSummary, gib
@@ -25,10 +25,10 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
         return []
     after = gib(peak) * QUANTISED_SHARE * t.mig_fit_memory_margin
     profile = mig_smallest_fit(job.gpu_model or (job.gpus[0].model if job.gpus else ""), after)
-    if profile is not None and profile.sevenths < 7:
+    if profile is not None and profile.fraction < 1:
         slice_text = f", then serve from a {profile.name} MIG slice ({profile.compute_fraction} of the GPU's cost)"
-        wasted = job.allocated_gpu_hours * (1 - profile.sevenths / 7)
-        by_day = job.hours_by_day(lambda h: 1 - profile.sevenths / 7)
+        wasted = job.allocated_gpu_hours * (1 - float(profile.fraction))
+        by_day = job.hours_by_day(lambda h: 1 - float(profile.fraction))
     else:
         slice_text = ", then pack more replicas per GPU"
         wasted = unused_gpu_hours(job)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from governance.efficiency.mig import mig_smallest_fit
+from collectors.mig import mig_smallest_fit
 from governance.efficiency.rules.base import WARNING, Draft, pct, r, rule
 from governance.efficiency.summary import JobSummary, gib
 from governance.efficiency.thresholds import Thresholds
@@ -18,9 +18,9 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     peak = gib(job.mem_peak_mib)
     need = peak * t.mig_fit_memory_margin
     profile = mig_smallest_fit(gpu.model or job.gpu_model, need)
-    if profile is None or profile.sevenths >= 7:
+    if profile is None or profile.fraction >= 1:
         return []
-    wasted = job.runtime_hours * (1 - profile.sevenths / 7)
+    wasted = job.runtime_hours * (1 - float(profile.fraction))
     return [
         Draft(
             rule="mig_fit",
@@ -32,10 +32,10 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "sm_mean": r(job.sm_mean, 1),
                 "profile": profile.name,
                 "profile_memory_gib": profile.memory_gib,
-                "profile_sevenths": profile.sevenths,
+                "profile_share": profile.compute_fraction,
             },
             savings=job.monthly_savings(wasted),
-            wasted_hours=job.hours_by_day(lambda h: 1 - profile.sevenths / 7),
+            wasted_hours=job.hours_by_day(lambda h: 1 - float(profile.fraction)),
             advice=(
                 f"Peak {peak:.1f} GiB of {gib(gpu.memory_total_mib or 0):.0f} GiB and {pct(job.sm_mean)} SM; "
                 f"a {profile.name} slice fits with margin ({t.mig_fit_memory_margin:g} x peak = {need:.1f} GiB) "

@@ -1,0 +1,51 @@
+"""Pricing never stops for one bad value: a job-day the pass cannot price is recorded with its error and left
+out, the rest of its cluster-day and of the pass is priced, and the periodic pass retries it (a success clears it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import date, datetime
+
+from django.db.models import F
+
+from governance.costs.marks import REPRICE_TASK
+from governance.costs.models import PricingFailure
+from governance.lib.enqueue import enqueue_on_commit
+from governance.usage.models import PricingMark
+
+
+def pricing_failures_record(
+    *, failed: dict[tuple[int, int, date], str], priced: Iterable[tuple[int, date]], now: datetime
+) -> None:
+    """Keep each failed (job, cluster, day) with its error and count the attempt; forget the job-days priced now."""
+    if PricingFailure.objects.exists():
+        done = set(priced)
+        jobs = {job for job, _ in done}
+        stale = [
+            pk
+            for pk, job, day in PricingFailure.objects.filter(job_id__in=jobs).values_list("pk", "job_id", "day")
+            if (job, day) in done
+        ]
+        if stale:
+            PricingFailure.objects.filter(pk__in=stale).delete()
+    for (job, cluster, day), error in sorted(failed.items()):
+        again = PricingFailure.objects.filter(job_id=job, day=day)
+        if not again.update(error=error, last_seen_at=now, attempts=F("attempts") + 1):
+            PricingFailure.objects.create(
+                job_id=job, cluster_id=cluster, day=day, error=error, first_seen_at=now, last_seen_at=now
+            )
+
+
+def pricing_failures_mark(*, pks: Iterable[int] | None = None) -> int:
+    """Mark the failed job-days (these, or all) for re-pricing after commit: the periodic pass retries every one,
+    an admin retries some after a fix. Returns how many were marked."""
+    failures = PricingFailure.objects.all() if pks is None else PricingFailure.objects.filter(pk__in=list(pks))
+    marks = [
+        PricingMark(job_id=job, cluster_id=cluster, day=day)
+        for job, cluster, day in failures.values_list("job_id", "cluster_id", "day")
+    ]
+    PricingMark.objects.bulk_create(marks)
+    if marks:
+        enqueue_on_commit(REPRICE_TASK)
+    return len(marks)
