@@ -16,8 +16,8 @@ from governance.usage.models import IngestBatch, Sample
 from governance.usage.services import usage_batch_receive
 from governance.usage.writer.inbox import ATTEMPT_UNFINISHED
 from tests.factories import at, batch_body, job_record, series
+from tests.usage.fault_worker import POISON_EXIT
 from tests.usage.faults import RedisServer, wait_until
-from tests.usage.poison_worker import POISON_EXIT
 from tests.usage.test_worker import _test_database_url
 from tests.usage.test_worker import pytestmark as worker_marks
 
@@ -42,7 +42,7 @@ class PoisonWorker:
 
     def start(self) -> None:
         command = [
-            sys.executable, "-m", "celery", "-A", "tests.usage.poison_worker", "worker", "-Q", "ingest,analysis",
+            sys.executable, "-m", "celery", "-A", "tests.usage.fault_worker", "worker", "-Q", "ingest,analysis",
             "--pool", "solo", "--pidfile", str(self.pidfile), "--loglevel", "INFO", "--without-heartbeat",
             "--without-gossip", "--without-mingle",
         ]  # fmt: skip
