@@ -2,9 +2,14 @@
 and age, send them gzipped, spool what the server does not take, replay the spool oldest first once it answers,
 and account for every record.
 
-Counters are records, never batches: read = sent + spooled-and-not-yet-sent + dropped + pending. With a spool, a
-round is in the spool's round log (collectors/spool.py) before it counts as read, and a batch is in the spool
-before it is sent, so a SIGKILL loses at most the round being read, and a restart sends nothing twice.
+Counters are records, never batches: read = sent + spooled-and-not-yet-sent + dropped + dead + pending. With a
+spool, a round is in the spool's round log (collectors/spool.py) before it counts as read, and a batch is in the
+spool before it is sent, so a SIGKILL loses at most the round being read, and a restart sends nothing twice.
+
+What the server refuses is never lost to configuration: a batch refused because of the token (unknown, expired,
+not allowed, bound to other clusters) stays in the spool, and every round and every report says why, until an
+admin fixes the token; a batch refused for what it holds moves to the spool's dead-letter folder with the
+server's error (`dead` counts its records).
 """
 
 from __future__ import annotations
@@ -20,9 +25,9 @@ from datetime import UTC, datetime
 from typing import BinaryIO
 
 from collectors.records import Record, encode, new_batch
-from collectors.sender import BatchRefused, Sender, SendFailed
+from collectors.sender import BatchRefused, Sender, SendFailed, TokenRefused
 from collectors.sources import Source
-from collectors.spool import RoundLog, Spool, Spooled
+from collectors.spool import DeadLetterFull, RoundLog, Spool, Spooled
 
 log = logging.getLogger("gpu-collector")
 
@@ -33,9 +38,10 @@ class Counters:
     sent: int = 0
     spooled: int = 0
     dropped: int = 0
+    dead: int = 0
 
     def line(self) -> str:
-        return f"read={self.read} sent={self.sent} spooled={self.spooled} dropped={self.dropped}"
+        return f"read={self.read} sent={self.sent} spooled={self.spooled} dropped={self.dropped} dead={self.dead}"
 
 
 def gzip_batch(collector: str, records: list[Record]) -> bytes:
@@ -82,6 +88,7 @@ class Agent:
         self.jobs, self.dry_run = jobs, dry_run
         self.clock, self.now, self.sleep = clock, now, sleep
         self.counters = Counters()
+        self.token_refused: str | None = None  # the server's word while it refuses the token; None once it takes it
         self.rounds: RoundLog | MemoryRounds = spool.rounds if spool is not None else MemoryRounds()
         # Rounds a previous run logged and never batched (it was killed) are due at once.
         self.pending_since = -math.inf if self.rounds.lines else 0.0
@@ -158,31 +165,55 @@ class Agent:
         for batch in batches:
             if not self._send(spool, batch, post):
                 left = waiting()
-                if left:
+                if left and self.token_refused is None:
                     log.warning("server unreachable; %d records wait in the spool", left)
                 self.counters.spooled += left
                 return
 
     def _send(self, spool: Spool, batch: Spooled, post: Callable[[bytes], None]) -> bool:
-        """Send one spooled batch; False when the server is unreachable (the batch stays)."""
+        """Send one spooled batch; False when the server is unreachable or refuses the token (the batch stays)."""
         try:
             post(batch.read())
+        except TokenRefused as exc:
+            self.token_refused = str(exc)
+            held = sum(b.records for b in spool.batches())
+            log.error("server refuses the token; %d records kept in the spool until it is fixed: %s", held, exc)
+            return False
         except SendFailed as exc:
             log.info("send failed (%s)", exc)
             return False
         except BatchRefused as exc:
-            log.error("server refused a spooled batch of %d records, dropped: %s", batch.records, exc)
-            self.counters.dropped += batch.records
-        else:
-            self.counters.sent += batch.records
+            self.token_refused = None
+            self._bury(spool, batch, str(exc))
+            return True
+        self.token_refused = None
+        self.counters.sent += batch.records
         spool.remove(batch)
         return True
+
+    def _bury(self, spool: Spool, batch: Spooled, error: str) -> None:
+        try:
+            path = spool.bury(batch, error)
+        except DeadLetterFull as exc:
+            log.error(
+                "dead-letter folder full (%s): it keeps what it holds; a batch of %d records the server refused"
+                " was dropped: %s", exc, batch.records, error,
+            )  # fmt: skip
+            spool.remove(batch)
+            self.counters.dropped += batch.records
+            return
+        log.error("server refused a batch of %d records for its content; kept in %s: %s", batch.records, path, error)
+        self.counters.dead += batch.records
 
     def _send_unspooled(self, body: bytes, records: int) -> None:
         if self.sender is None:
             return
         try:
             self.sender.post(body)
+        except TokenRefused as exc:
+            self.token_refused = str(exc)
+            log.error("server refuses the token and no spool configured; %d records dropped: %s", records, exc)
+            self.counters.dropped += records
         except SendFailed as exc:
             log.error("server unreachable (%s) and no spool configured; %d records dropped", exc, records)
             self.counters.dropped += records
@@ -190,6 +221,7 @@ class Agent:
             log.error("server refused a batch of %d records, dropped: %s", records, exc)
             self.counters.dropped += records
         else:
+            self.token_refused = None
             self.counters.sent += records
 
     def replay(self) -> bool:
@@ -201,7 +233,11 @@ class Agent:
 
     # -- the loop --------------------------------------------------------------------------------
     def report(self, when: str = "") -> None:
-        log.info("%s%s", self.counters.line(), f" ({when})" if when else "")
+        line = self.counters.line() + (f" ({when})" if when else "")
+        if self.token_refused is not None:
+            log.error("%s; the server refuses the token, batches wait in the spool: %s", line, self.token_refused)
+        else:
+            log.info("%s", line)
 
     def stop(self, *_: object) -> None:
         self.stopping = True

@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     option("--interval", type=float, default=60.0, help="seconds between samples")
     option("--spool", help="directory for batches the server has not taken yet")
     option("--spool-max-mb", type=float, default=256.0, help="bound of the spool; the oldest batches go first")
+    option(
+        "--dead-letter-max-mb", type=float, default=64.0,
+        help="bound of the spool's dead/ folder (batches the server refused for their content); full, it keeps them",
+    )  # fmt: skip
     option("--batch-size", type=int, default=5000, help="records per batch at most")
     option("--batch-seconds", type=float, default=60.0, help="send a batch once its oldest record is this old")
     option("--report-seconds", type=float, default=300.0, help="log the counters this often")
@@ -99,7 +103,12 @@ def build_agent(args: argparse.Namespace) -> Agent:
     )
     source = source_open(args.source, config)
     sender = None if args.dry_run else Sender(args.server, args.token)
-    spool = Spool(Path(args.spool), max_bytes=int(args.spool_max_mb * 1024 * 1024)) if args.spool else None
+    spool = None
+    if args.spool:
+        mib = 1024 * 1024
+        spool = Spool(
+            Path(args.spool), max_bytes=int(args.spool_max_mb * mib), dead_max_bytes=int(args.dead_letter_max_mb * mib)
+        )
     return Agent(
         source=source, collector=f"{args.source}@{args.node}", sender=sender, spool=spool, interval=args.interval,
         batch_size=args.batch_size, batch_seconds=args.batch_seconds, report_seconds=args.report_seconds,

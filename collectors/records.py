@@ -154,6 +154,11 @@ class BatchInvalid(Exception):
         self.errors = errors
 
 
+class ClusterNotAllowed(BatchInvalid):
+    """Records name a cluster the sender's token may not report: the token's binding is wrong, not the records
+    (a collector keeps such a batch and sends it again once the token is fixed)."""
+
+
 _batch_decoder = msgspec.json.Decoder(Batch)
 _loose_decoder = msgspec.json.Decoder(_LooseBatch)
 _record_decoder = msgspec.json.Decoder(Record)
@@ -327,6 +332,8 @@ def records_check(
                     errors.append(RecordError(index=index, field=name, reason=_out_of_window(value, jobs_from, until)))
         if len(errors) >= MAX_REPORTED_ERRORS:
             break
+    if any(e.field == "cluster" for e in errors):  # only the binding check names the cluster here
+        raise ClusterNotAllowed(errors[:MAX_REPORTED_ERRORS])
     if errors:
         raise BatchInvalid(errors[:MAX_REPORTED_ERRORS])
 

@@ -14,15 +14,24 @@ log = logging.getLogger("gpu-collector")
 
 
 class SendFailed(Exception):
-    """The server did not take the batch now; it may later (down, overloaded, token not yet valid)."""
+    """The server did not take the batch now; it may later (down, overloaded)."""
+
+
+class TokenRefused(SendFailed):
+    """The server refuses the token, not the batch: unknown, expired or revoked (401), not allowed to ingest (403),
+    or bound to other clusters than the records name (400 `cluster_not_allowed`). The batch is sound: it waits
+    until an admin fixes the token. Sending again before that cannot help, so it is not retried at once."""
 
 
 class BatchRefused(Exception):
-    """The server will never take this batch (invalid records, too large, conflicting id)."""
+    """The server will never take this batch, for what it holds (invalid records, too large, conflicting id)."""
 
 
 # Statuses that say the batch itself is wrong: sending it again can never succeed.
 REFUSED = {400, 409, 413, 422}
+# What says the token is wrong: its status, or the error code of a 400.
+TOKEN_STATUSES = {401, 403}
+TOKEN_CODES = {"cluster_not_allowed"}
 
 
 class Sender:
@@ -51,10 +60,13 @@ class Sender:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
                 response.read()
         except urllib.error.HTTPError as exc:
-            detail = exc.read()[:2000].decode(errors="replace")
+            code, message = _error(exc.read()[:20_000].decode(errors="replace"))
+            what = f"HTTP {exc.code}{f' {code}' if code else ''}: {message}"
+            if exc.code in TOKEN_STATUSES or (exc.code in REFUSED and code in TOKEN_CODES):
+                raise TokenRefused(what) from None
             if exc.code in REFUSED:
-                raise BatchRefused(f"HTTP {exc.code}: {_message(detail)}") from None
-            raise SendFailed(f"HTTP {exc.code}: {_message(detail)}") from None
+                raise BatchRefused(what) from None
+            raise SendFailed(what) from None
         except (urllib.error.URLError, OSError) as exc:
             raise SendFailed(str(getattr(exc, "reason", exc))) from None
 
@@ -63,6 +75,8 @@ class Sender:
         for attempt in range(self.attempts):
             try:
                 return self.post_once(gzipped)
+            except TokenRefused:
+                raise
             except SendFailed as exc:
                 if attempt + 1 == self.attempts:
                     raise
@@ -72,12 +86,17 @@ class Sender:
         return None
 
 
-def _message(body: str) -> str:
+def _error(body: str) -> tuple[str, str]:
+    """(code, message) of the API's error shape; ("", the body's start) for anything else."""
     try:
         error = json.loads(body)["error"]
-    except (ValueError, KeyError, TypeError):
-        return body.strip()[:300]
-    details = "; ".join(
-        f"record {d.get('index')} {d.get('field')}: {d.get('reason')}" for d in error.get("details") or []
-    )
-    return f"{error.get('message', '')} {details}".strip()
+        code = str(error.get("code") or "")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "", body.strip()[:300]
+    details = error.get("details")
+    if isinstance(details, list):
+        shown = "; ".join(
+            f"record {d.get('index')} {d.get('field')}: {d.get('reason')}" for d in details[:3] if isinstance(d, dict)
+        )
+        details = shown + (f"; and {len(details) - 3} more" if len(details) > 3 else "")
+    return code, f"{error.get('message', '')} {details or ''}".strip()[:1000]

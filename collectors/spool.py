@@ -9,6 +9,10 @@ as read; a batch is cut from the log, stored in the spool, and only then is the 
 loses at most the round being read. A batch's id derives from the log's id and the batch's place in it, and its
 file name from both, so a batch cut again after a crash (log not yet emptied) is the same batch, byte for byte,
 in the same file: nothing is doubled, and the server would recognise the id anyway.
+
+A batch the server refuses for what it holds moves to the dead-letter folder (`dead/` in the spool) with the
+server's error beside it (`<batch>.error.txt`), never deleted by the agent: an operator reads, fixes or removes it.
+That folder is bounded too; once full it keeps what it holds and says so, and a newly refused batch is dropped.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from pathlib import Path
 
 SUFFIX = ".batch.gz"
 ROUNDS = "rounds.log"
+DEAD = "dead"
+ERROR_SUFFIX = ".error.txt"
 FRAME = struct.Struct(">II")  # payload length, CRC-32 of the payload
 
 log = logging.getLogger("gpu-collector")
@@ -124,10 +130,22 @@ class RoundLog:
             self._handle = None
 
 
+def _records(path: Path) -> int:
+    records = path.name.removesuffix(SUFFIX).rpartition("-")[2]
+    return int(records) if records.isdigit() else 0
+
+
+class DeadLetterFull(Exception):
+    """The dead-letter folder is at its bound: it keeps the batches it holds, and takes no more."""
+
+
 class Spool:
-    def __init__(self, directory: Path, *, max_bytes: int = 256 * 1024 * 1024) -> None:
+    def __init__(
+        self, directory: Path, *, max_bytes: int = 256 * 1024 * 1024, dead_max_bytes: int = 64 * 1024 * 1024
+    ) -> None:
         self.directory = directory
-        self.max_bytes = max_bytes
+        self.max_bytes, self.dead_max_bytes = max_bytes, dead_max_bytes
+        self.dead = directory / DEAD
         directory.mkdir(parents=True, exist_ok=True)
         self._sequence = 0
         for stale in directory.glob("*.tmp"):  # a write a crash cut short
@@ -136,11 +154,7 @@ class Spool:
 
     def batches(self) -> list[Spooled]:
         """Oldest first. The record count is in the name, so counting never reads a batch."""
-        out = []
-        for path in sorted(self.directory.glob(f"*{SUFFIX}")):
-            records = path.name.removesuffix(SUFFIX).rpartition("-")[2]
-            out.append(Spooled(path, int(records) if records.isdigit() else 0))
-        return out
+        return [Spooled(path, _records(path)) for path in sorted(self.directory.glob(f"*{SUFFIX}"))]
 
     def put(self, body: bytes, records: int, *, key: str | None = None) -> int:
         """Store a gzipped batch; return the number of records dropped to keep within the bound.
@@ -161,6 +175,30 @@ class Spool:
 
     def remove(self, batch: Spooled) -> None:
         batch.path.unlink(missing_ok=True)
+
+    def dead_letters(self) -> list[Spooled]:
+        """The batches the server refused for their content, oldest first."""
+        if not self.dead.is_dir():
+            return []
+        return [Spooled(path, _records(path)) for path in sorted(self.dead.glob(f"*{SUFFIX}"))]
+
+    def bury(self, batch: Spooled, error: str) -> Path:
+        """Move a batch the server refused for its content to the dead-letter folder, its error beside it; the
+        new path. Raises DeadLetterFull (the batch stays where it is) when the folder holds `dead_max_bytes`."""
+        self.dead.mkdir(exist_ok=True)
+        held = sum(path.stat().st_size for path in self.dead.iterdir() if path.is_file())
+        if held + batch.path.stat().st_size > self.dead_max_bytes:
+            raise DeadLetterFull(f"{self.dead} holds {held} bytes of its {self.dead_max_bytes}")
+        target = self.dead / batch.path.name
+        note = target.with_name(target.name.removesuffix(SUFFIX) + ERROR_SUFFIX)
+        with note.open("w") as handle:
+            handle.write(f"{error}\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(batch.path, target)
+        _fsync_directory(self.dead)
+        _fsync_directory(self.directory)
+        return target
 
     def _trim(self) -> int:
         batches = self.batches()

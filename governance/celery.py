@@ -1,10 +1,13 @@
 import logging
 import os
 from fnmatch import fnmatchcase
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from celery import Celery, bootsteps
 from celery.signals import task_postrun, task_prerun, task_retry, task_success, worker_init
+from celery.worker import state as worker_state
+from celery.worker.consumer import Consumer as CeleryConsumer
+from kombu import Connection
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
 
@@ -136,3 +139,41 @@ class SweepInboxOnConnect(bootsteps.StartStopStep):
 
 
 app.steps["consumer"].add(SweepInboxOnConnect)
+
+
+def _not_acknowledged(log: logging.Logger, errors: object, *args: object) -> None:
+    log.info("a message received on a lost broker connection stays unacknowledged; it comes back later")
+
+
+class Consumer(CeleryConsumer):
+    """The worker's consumer (settings.CELERY_WORKER_CONSUMER), reconnecting to a broker that went away every
+    BROKER_RECONNECT_MAX_S at most. Celery asks kombu for a connection with kombu's default waits (2 s, 4 s, ...
+    up to 30 s) and has no setting for them; this passes the cap."""
+
+    def ensure_connected(self, conn: Connection) -> Connection:
+        from django.conf import settings
+
+        ensure, cap = conn.ensure_connection, settings.BROKER_RECONNECT_MAX_S
+
+        def capped(*args: Any, **kwargs: Any) -> Connection:
+            return ensure(*args, **{"interval_start": 0, "interval_step": 1, "interval_max": cap, **kwargs})
+
+        conn.ensure_connection = capped  # type: ignore[method-assign]
+        return super().ensure_connected(conn)
+
+    def on_connection_error_after_connected(self, exc: Exception) -> None:
+        """Celery 5.7 closes the connection it has just collected (kombu tears its transport down): whatever then
+        touches a channel of that connection raises AttributeError, which stopped the whole worker ("Unrecoverable
+        error") instead of reconnecting: the close giving back unacknowledged messages, and the acknowledgement of a
+        task in flight when its result comes in after the reconnect. So the close's error is let go, and the tasks
+        received on the lost connection are not acknowledged: their messages come back after the visibility timeout
+        and find their batches done, and the batches whose messages the broker lost come back at once through the
+        inbox sweep this worker has run when it reconnects."""
+        for request in list(worker_state.reserved_requests):  # received on the connection now lost
+            request._on_ack = request._on_reject = _not_acknowledged
+        try:
+            super().on_connection_error_after_connected(exc)
+        except AttributeError:
+            if self.connection is not None:  # not the close of the collected connection: not ours to hide
+                raise
+            logger.warning("broker connection lost with messages unacknowledged; reconnecting", exc_info=True)

@@ -51,6 +51,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_timeout": env_float("BROKER_SOCKET_TIMEOUT_S", 10.0),
 }
 CELERY_BROKER_CONNECTION_TIMEOUT = env_float("BROKER_CONNECT_TIMEOUT_S", 2.0)
+# A worker that lost the broker tries again at once, then every second, then every BROKER_RECONNECT_MAX_S at most
+# (kombu's own waits grow by 2 s a try up to 30 s, so a minute's outage cost up to 30 s more), and never gives up:
+# a worker that exits for want of a broker helps nobody. See governance.celery.Consumer.
+BROKER_RECONNECT_MAX_S = env_float("BROKER_RECONNECT_MAX_S", 2.0)
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CONSUMER = "governance.celery:Consumer"
 CELERY_TASK_ANNOTATIONS = ["governance.celery.DeliveryPolicy"]
 # After an enqueue fails (broker down), the web process stores batches without trying the broker for this long;
 # the sweep enqueues them.

@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from collectors.records import BatchInvalid
+from collectors.records import BatchInvalid, ClusterNotAllowed
 from governance.api.auth import HasIngestScope, HasReadScope
 from governance.api.errors import error_response
 from governance.api.fields import BoundedDateTimeField
@@ -39,6 +39,7 @@ from governance.usage.services import BatchConflict, usage_batch_receive
 
 BODY_TOO_LARGE = "The batch is larger than {limit} bytes after decompression; send smaller batches."
 BODY_NOT_GZIP = "Content-Encoding is gzip but the body is not valid gzip."
+CLUSTER_NOT_ALLOWED = "The token may not report the clusters these records name; nothing was stored."
 
 
 class RawBodyParser(parsers.BaseParser):
@@ -85,7 +86,10 @@ class IngestView(APIView):
         request={"application/json": {"type": "object"}},
         responses={
             202: OpenApiResponse(description="Stored; processed asynchronously."),
-            400: OpenApiResponse(description="Invalid records, each with index, field and reason."),
+            400: OpenApiResponse(
+                description="Invalid records (code `invalid_records`), or records naming a cluster the token may not"
+                " report (code `cluster_not_allowed`), each with index, field and reason."
+            ),
             409: OpenApiResponse(description="The batch id was seen with other records."),
             413: OpenApiResponse(description="The batch is too large."),
         },
@@ -98,6 +102,9 @@ class IngestView(APIView):
             return error_response(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "too_large", str(exc))
         except gzip.BadGzipFile as exc:
             return error_response(status.HTTP_400_BAD_REQUEST, "bad_encoding", str(exc))
+        except ClusterNotAllowed as exc:  # its own code: the token's binding is wrong, not the batch
+            details = [e.as_dict() for e in exc.errors]
+            return error_response(status.HTTP_400_BAD_REQUEST, "cluster_not_allowed", CLUSTER_NOT_ALLOWED, details)
         except BatchInvalid as exc:
             details = [e.as_dict() for e in exc.errors]
             message = "The batch has invalid records; nothing was stored."

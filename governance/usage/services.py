@@ -15,7 +15,7 @@ from functools import partial
 import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, F, When
+from django.db.models import Case, When
 from django.utils import timezone
 
 from collectors.records import Batch, decode_batch, encode, records_check
@@ -162,8 +162,14 @@ def _enqueue(inbox_pk: int) -> None:
 def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
     """Turn one inbox batch into jobs, samples and rollups, exactly once; None if already done, dead or taken.
 
-    A failure rolls the batch back and counts an attempt; after INGEST_MAX_ATTEMPTS the batch is dead.
+    Each attempt is counted and committed before the work starts, so an attempt whose worker dies counts too; a
+    failure rolls the batch back and records its error. After INGEST_MAX_ATTEMPTS attempts the batch is dead.
     """
+    attempt = writer.inbox_attempt_start(inbox_pk)
+    if attempt is writer.Attempt.DEAD:
+        logger.error("ingest batch %s is dead: %d attempts did not finish", inbox_pk, settings.INGEST_MAX_ATTEMPTS)
+    if attempt is not writer.Attempt.STARTED:
+        return None
     try:
         with transaction.atomic():
             claimed = writer.inbox_claim(inbox_pk)
@@ -185,16 +191,15 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
 
 
 def inbox_failure_record(*, inbox_pk: int, error: BaseException) -> None:
-    """Count a failed attempt (the claim's own count went with the rollback), and set the batch aside as dead
-    once it has failed INGEST_MAX_ATTEMPTS times. Runs after the rollback, in its own transaction."""
+    """Record the error of a failed attempt (counted when it started), and set the batch aside as dead once
+    INGEST_MAX_ATTEMPTS attempts have failed. Runs after the rollback, in its own transaction."""
     if connection.in_atomic_block and connection.needs_rollback:
         return  # inside a broken outer transaction (a test, an import): nothing can be written now
     now = timezone.now()
     try:
-        IngestBatch.objects.filter(pk=inbox_pk, processed_at__isnull=True).update(
-            attempts=F("attempts") + 1,
+        IngestBatch.objects.filter(pk=inbox_pk, processed_at__isnull=True, dead_at__isnull=True).update(
             last_error=repr(error)[:10_000],
-            dead_at=Case(When(attempts__gte=settings.INGEST_MAX_ATTEMPTS - 1, then=now), default=None),
+            dead_at=Case(When(attempts__gte=settings.INGEST_MAX_ATTEMPTS, then=now), default=None),
         )
     except Exception:  # the database itself is gone: the sweep will bring the batch back
         logger.warning("could not record the failure of ingest batch %s", inbox_pk, exc_info=True)

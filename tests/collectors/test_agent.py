@@ -1,5 +1,4 @@
 import gzip
-import json
 import socket
 from datetime import UTC, datetime, timedelta
 
@@ -97,17 +96,6 @@ def test_after_an_outage_every_record_arrives_exactly_once(tmp_path, live_server
     assert Sample.objects.count() == 6 * 8
     assert IngestBatch.objects.count() == 6 and Job.objects.exists()
     assert agent.replay() is True and Sample.objects.count() == 48
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_batch_the_server_refuses_is_dropped_and_counted_not_retried_forever(tmp_path, live_server, ingest_token):
-    agent = make_agent(tmp_path, live_server.url, token=ingest_token)
-    agent.spool.put(gzip.compress(json.dumps({"batch_id": "nope", "collector": "x", "records": []}).encode()), 3)
-
-    agent.sample()
-
-    assert agent.counters.dropped == 3 and agent.counters.sent == agent.counters.read
-    assert agent.spool.batches() == []
 
 
 def test_records_wait_for_a_full_batch_or_its_age(tmp_path):

@@ -37,10 +37,10 @@ def post(client, body: bytes, token: str):
     return client.post(URL, data=body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
 
 
-def refused(response) -> list[tuple[int | None, str | None]]:
+def refused(response, code: str = "invalid_records") -> list[tuple[int | None, str | None]]:
     assert response.status_code == 400, response.content
     error = response.json()["error"]
-    assert error["code"] == "invalid_records" and all(d["reason"] for d in error["details"])
+    assert error["code"] == code and all(d["reason"] for d in error["details"])
     return [(d["index"], d["field"]) for d in error["details"]]
 
 
@@ -227,7 +227,7 @@ def test_a_token_cannot_report_a_cluster_it_is_not_bound_to(client, cast):
 
     response = post(client, batch_body(records), token(cast.admin))
 
-    assert refused(response) == [(1, "cluster")]
+    assert refused(response, "cluster_not_allowed") == [(1, "cluster")]
     job = Job.objects.get(cluster__name="c2")
     assert (job.gpus, job.project.slug) == (1, "detector")
     assert IngestBatch.objects.count() == 1 and Sample.objects.count() == 0
@@ -236,7 +236,7 @@ def test_a_token_cannot_report_a_cluster_it_is_not_bound_to(client, cast):
 def test_a_token_bound_to_no_cluster_reports_nothing(client, cast):
     response = post(client, batch_body([sample_record()]), token(cast.admin, clusters=()))
 
-    assert refused(response) == [(0, "cluster")]
+    assert refused(response, "cluster_not_allowed") == [(0, "cluster")]
     assert nothing_stored()
 
 

@@ -6,10 +6,11 @@ import gc
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 
 import psycopg
 from django.conf import settings
-from django.db import IntegrityError, connection
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from governance.usage.models import IngestBatch
@@ -58,21 +59,77 @@ def inbox_insert(
         raise IntegrityError(str(exc)) from exc
 
 
-# Claims an unprocessed, live batch, marks it processed and returns its body, in one round trip; a rollback of the
-# processing transaction undoes the mark. A row another session holds is waited for, up to the lock timeout:
-# that session is most often one whose worker was killed, and its lock goes with it within a second or so. When
-# it commits instead, the row no longer matches and the claim returns nothing.
+# Counts an attempt in a statement of its own, committed before the work starts: a worker that dies in the middle
+# of a batch (killed, out of memory, a crash in native code) cannot take the count down with its transaction. Until
+# the attempt ends, the batch's error says it did not finish. A batch whose attempts reached the limit is set aside
+# as dead instead of tried again. A row another session holds is waited for, up to the lock timeout: that session
+# is most often one whose worker was killed, and its lock goes with it within a second or so. When it commits
+# instead, the row no longer matches and nothing is counted.
+INBOX_ATTEMPT = """
+UPDATE usage_ingestbatch SET
+    attempts = attempts + CASE WHEN attempts < %(limit)s THEN 1 ELSE 0 END,
+    dead_at = CASE WHEN attempts >= %(limit)s THEN %(now)s END,
+    last_error = CASE WHEN attempts >= %(limit)s THEN last_error ELSE %(unfinished)s END
+WHERE id = %(id)s AND processed_at IS NULL AND dead_at IS NULL
+RETURNING dead_at IS NULL
+"""
+ATTEMPT_UNFINISHED = "an attempt did not finish: its worker died (killed, out of memory, crashed) or lost the database"
+
+
+class Attempt(StrEnum):
+    STARTED = "started"  # counted and committed: process the batch now
+    DEAD = "dead"  # its attempts reached INGEST_MAX_ATTEMPTS: set aside now
+    NONE = "none"  # processed already, dead already, or unknown: nothing to do
+
+
+def inbox_attempt_start(inbox_pk: int) -> Attempt:
+    """Count an attempt at an unprocessed, live batch and commit the count before the batch is processed, or set
+    the batch aside as dead when INGEST_MAX_ATTEMPTS attempts have already started. Raises
+    psycopg.errors.LockNotAvailable when another session holds the batch for longer than
+    INGEST_CLAIM_LOCK_TIMEOUT_S (the task retries it; nothing is counted)."""
+    limit, now = settings.INGEST_MAX_ATTEMPTS, timezone.now()
+    if connection.vendor != "postgresql":
+        with transaction.atomic():
+            live = IngestBatch.objects.select_for_update().filter(pk=inbox_pk, processed_at__isnull=True)
+            inbox = live.filter(dead_at__isnull=True).first()
+            if inbox is None:
+                return Attempt.NONE
+            if inbox.attempts >= limit:
+                inbox.dead_at = now
+                inbox.save(update_fields=["dead_at"])
+                return Attempt.DEAD
+            inbox.attempts, inbox.last_error = inbox.attempts + 1, ATTEMPT_UNFINISHED
+            inbox.save(update_fields=["attempts", "last_error"])
+            return Attempt.STARTED
+    params = {"limit": limit, "now": now, "unfinished": ATTEMPT_UNFINISHED, "id": inbox_pk}
+    with transaction.atomic():  # its own transaction, committed here (a savepoint inside a caller's transaction)
+        connection.ensure_connection()
+        with connection.connection.pipeline(), psycopg.Cursor(connection.connection) as cursor:
+            # No wait for the WAL flush: a count that a database crash loses only gives the batch one more try.
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+            cursor.execute(f"SET LOCAL lock_timeout = {int(settings.INGEST_CLAIM_LOCK_TIMEOUT_S * 1000)}")
+            cursor.execute(INBOX_ATTEMPT, params)
+            row = cursor.fetchone()
+    if row is None:
+        return Attempt.NONE
+    return Attempt.STARTED if row[0] else Attempt.DEAD
+
+
+# Claims the batch whose attempt was counted, marks it processed and returns its body, in one round trip; a
+# rollback of the processing transaction undoes the mark (never the count). When another session processed it in
+# the meantime, the row no longer matches and the claim returns nothing.
 INBOX_CLAIM = """
-UPDATE usage_ingestbatch SET processed_at = %s, attempts = attempts + 1, last_error = ''
+UPDATE usage_ingestbatch SET processed_at = %s, last_error = ''
 WHERE id = %s AND processed_at IS NULL AND dead_at IS NULL
 RETURNING format, body, source
 """
 
 
 def inbox_claim(inbox_pk: int) -> tuple[str, bytes, str] | None:
-    """(format, body, source) of an unprocessed inbox batch, now marked processed in the current transaction;
-    None when it is processed already or dead. Raises psycopg.errors.LockNotAvailable when another session
-    holds the batch for longer than INGEST_CLAIM_LOCK_TIMEOUT_S (the task retries it).
+    """(format, body, source) of an unprocessed inbox batch whose attempt `inbox_attempt_start` counted, now
+    marked processed in the current transaction; None when it is processed already or dead. Raises
+    psycopg.errors.LockNotAvailable when another session holds the batch for longer than
+    INGEST_CLAIM_LOCK_TIMEOUT_S (the task retries it).
 
     On PostgreSQL the transaction will also commit without waiting for its WAL flush: safe for processing a
     batch, never for storing one. If the server crashes before the flush, the samples, rollups and the mark
@@ -89,9 +146,8 @@ def inbox_claim(inbox_pk: int) -> tuple[str, bytes, str] | None:
         if inbox is None:
             return None
         inbox.processed_at = timezone.now()
-        inbox.attempts += 1
         inbox.last_error = ""
-        inbox.save(update_fields=["processed_at", "attempts", "last_error"])
+        inbox.save(update_fields=["processed_at", "last_error"])
         return inbox.format, bytes(inbox.body), inbox.source
     # Both statements in one round trip (pipeline mode); binary: the body comes back as its bytes.
     with connection.connection.pipeline(), psycopg.Cursor(connection.connection) as cursor:
