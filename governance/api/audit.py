@@ -13,10 +13,12 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from functools import wraps
 from typing import Any
 
 from django.apps import apps
+from django.contrib import admin
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models, transaction
 from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
@@ -27,7 +29,6 @@ from governance.lib.doors import current_door
 # Models whose rows are not changes people make, each with the reason. Every other model of the project is audited.
 EXEMPT: dict[str, str] = {
     "api.auditentry": "the log itself",
-    "usage.job": "written in bulk by ingest; its changes after it was billed are JobChange rows, each an entry too",
     "usage.jobchange": "a job's history: each row is written with its own audit entry",
     "usage.ingestbatch": "the ingest inbox (the admin's re-queue action is audited)",
     "usage.sample": "raw samples",
@@ -45,7 +46,20 @@ EXEMPT: dict[str, str] = {
     "notify.outboxmessage": "deliveries and their retries",
     "schedule.taskrun": "each periodic task's last run",
 }
-PROJECT_APPS = ("org", "fleet", "usage", "costs", "efficiency", "api", "notify", "schedule", "dashboard")
+# The project's apps, Django's groups and django-axes' sign-in records (who was locked out, who unlocked them).
+PROJECT_APPS = (
+    "auth",
+    "axes",
+    "org",
+    "fleet",
+    "usage",
+    "costs",
+    "efficiency",
+    "api",
+    "notify",
+    "schedule",
+    "dashboard",
+)
 # Bookkeeping that changes on every sign-in or use: not a change anyone makes.
 IGNORED_FIELDS = frozenset({"last_login", "last_used_at", "updated_at"})
 # Never written into the log; a change to one shows as redacted.
@@ -108,18 +122,34 @@ def door_fields() -> dict[str, Any]:
     return fields
 
 
+def _bounded(fields: dict[str, Any]) -> dict[str, Any]:
+    return fields | {"actor_name": (fields.get("actor_name") or "")[:150],
+                     "token_name": (fields.get("token_name") or "")[:200]}  # fmt: skip
+
+
 def audit_entry_write(
     *, action: str, model: str, object_pk: object, object_repr: str, changes: dict[str, list[object]],
     **who: Any,
 ) -> AuditEntry:  # fmt: skip
     """One entry; who and where come from the current door unless given (`actor_id`, `actor_name`, `token_id`...)."""
-    fields = door_fields() | {k: v for k, v in who.items() if v is not None}
-    fields["actor_name"] = (fields.get("actor_name") or "")[:150]
-    fields["token_name"] = (fields.get("token_name") or "")[:200]
+    fields = _bounded(door_fields() | {k: v for k, v in who.items() if v is not None})
     return AuditEntry.objects.create(
         action=action, model=model, object_pk=str(object_pk)[:64], object_repr=object_repr[:200], changes=changes,
         **fields,
     )  # fmt: skip
+
+
+def audit_entries_write(
+    *, action: str, model: str, objects: Iterable[tuple[object, str, dict[str, list[object]]]], at: datetime,
+) -> int:  # fmt: skip
+    """One entry per (pk, label, changes) in one INSERT, all through the current door (a bulk write's log)."""
+    fields = _bounded(door_fields())
+    rows = [
+        AuditEntry(action=action, model=model, object_pk=str(pk)[:64], object_repr=label[:200], changes=changes, at=at,
+                   **fields)
+        for pk, label, changes in objects
+    ]  # fmt: skip
+    return len(AuditEntry.objects.bulk_create(rows))
 
 
 def _before_save(sender: type[models.Model], instance: models.Model, raw: bool = False, **kwargs: Any) -> None:
@@ -206,3 +236,17 @@ def audited_action(action: AdminAction) -> AdminAction:
 
     run.audited = True  # type: ignore[attr-defined]
     return run
+
+
+class MachineRecordAdmin(admin.ModelAdmin):
+    """The admin page of an exempt model (rows the machine writes): read-only, so the admin changes nothing that
+    the audit log does not record."""
+
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
