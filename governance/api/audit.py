@@ -171,7 +171,8 @@ def _after_save(
 ) -> None:  # fmt: skip
     if raw:
         return
-    old, old_secrets = instance.__dict__.pop("_audit_before", None) or (None, {})
+    saved: tuple[models.Model | None, dict[str, object]] = instance.__dict__.pop("_audit_before", None) or (None, {})
+    old, old_secrets = saved
     label = sender._meta.label_lower
     before = snapshot(old, update_fields) if old is not None else {}
     changes = changes_between(before, snapshot(instance, update_fields))
@@ -242,7 +243,7 @@ class MachineRecordAdmin(admin.ModelAdmin):
     """The admin page of an exempt model (rows the machine writes): read-only, so the admin changes nothing that
     the audit log does not record."""
 
-    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_add_permission(self, request: Any) -> bool:
         return False
 
     def has_change_permission(self, request: Any, obj: Any = None) -> bool:

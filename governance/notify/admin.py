@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.http import HttpRequest
 
 from governance.api.audit import MachineRecordAdmin
 from governance.notify.models import OutboxMessage
@@ -12,6 +11,3 @@ class OutboxMessageAdmin(MachineRecordAdmin):
     search_fields = ("destination", "last_error")
     readonly_fields = ("event", "destination", "payload", "text", "attempts", "next_attempt_at", "last_error",
                        "delivered_at", "created_at")  # fmt: skip
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False

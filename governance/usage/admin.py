@@ -44,12 +44,6 @@ class IngestBatchAdmin(MachineRecordAdmin):
                        "processed_at", "attempts", "dead_at", "last_error")  # fmt: skip
     actions = ["requeue"]
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
     def has_requeue_permission(self, request) -> bool:
         return bool(request.user.is_active and request.user.is_platform_admin)
 

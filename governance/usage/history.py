@@ -104,7 +104,7 @@ def _changed(version: JobVersion, projects: Mapping[int, Project]) -> dict[str, 
 
 
 def _project_slug(pk: int | None, projects: Mapping[int, Project]) -> str | None:
-    return projects[pk].slug if pk in projects else None
+    return projects[pk].slug if pk is not None and pk in projects else None
 
 
 def _team(facts: Mapping[str, Any], projects: Mapping[int, Project]) -> Team | None:
