@@ -103,6 +103,40 @@ def test_it_records_api_writes_with_the_token_and_its_name(client, cast):
     ]
 
 
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_it_records_a_close_a_token_and_a_budget_made_through_the_api(client, cast, november):
+    from governance.api.services import api_token_create
+
+    _, raw = api_token_create(user=cast.finance, name="books", scope="write")
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+
+    with committed():
+        closed = client.post("/api/v1/months/2026-11/close/", **auth)
+    budget = client.post("/api/v1/budgets/", {"team": "nlp", "month": "2026-12", "amount": "10.00"},
+                         content_type="application/json", **auth)  # fmt: skip
+    client.force_login(cast.admin)
+    token = client.post("/api/v1/tokens/", {"name": "ci", "scope": "read"}, content_type="application/json")
+
+    assert (closed.status_code, budget.status_code, token.status_code) == (201, 201, 201)
+    made = {e.model: e for e in AuditEntry.objects.filter(door="api")}
+    assert (made["costs.monthclose"].action, made["costs.monthclose"].actor, made["costs.monthclose"].token_name) == (
+        "close", cast.finance, "books",
+    )  # fmt: skip
+    assert made["costs.budget"].changes["amount"][1] == "10.00" and made["costs.budget"].token_name == "books"
+    assert (made["api.apitoken"].actor, made["api.apitoken"].token_name) == (cast.admin, "")
+    assert_billing_invariants()
+
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_it_records_a_month_closed_by_the_command(cast, november):
+    with committed():
+        call_command("close_month", "2026-11")
+
+    entry = AuditEntry.objects.get(model="costs.monthclose")
+    assert (entry.door, entry.where, entry.action) == ("command", "close_month", "close")
+    assert_billing_invariants()
+
+
 def test_it_records_commands_with_their_name_and_the_account_that_ran_them(cast):
     with committed():
         call_command("set_rate", H100, "4.00", "--valid-from", "2027-01-01")

@@ -109,3 +109,16 @@ def test_a_remap_moving_a_finished_job_is_on_record_and_told(cast, billed_job):
     assert OutboxMessage.objects.filter(event="job.changed").count() == 2
     priced()
     assert_billing_invariants()
+
+
+def test_a_remap_run_by_the_worker_is_on_record_through_the_task_door(cast, billed_job):
+    from governance.usage.tasks import remap_jobs
+
+    ProjectMapping.objects.create(value="llm-pretrain", project=cast.vision.projects.get())
+
+    remap_jobs.apply(args=[["llm-pretrain"]])
+
+    change = JobChange.objects.get(field="project")
+    entry = AuditEntry.objects.get(model="usage.job", object_pk=str(billed_job.pk))
+    assert (change.door, change.actor_name) == ("task", "task usage.remap_jobs")
+    assert (entry.door, entry.where, entry.changes["team"]) == ("task", "usage.remap_jobs", ["nlp", "vision"])
