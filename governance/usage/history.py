@@ -1,7 +1,7 @@
-"""A job's history once it is on a bill: each fact that changes (project, team, user, GPUs, start, end, state),
-with the old and the new value, when, through which door and by whom (a token for ingest). Each changed job is an
-audit entry too, and a change to a finished job's team, GPUs or times is announced to the leads of the teams whose
-bill it moves (the old team and the new), with the months it touches."""
+"""A job's history once it is on a bill: each known fact that changes (project, team, user, GPUs, start, end, a
+finished job's state), with the old and the new value, when, through which door and by whom (a token for ingest).
+Each changed job is an audit entry too, and a change to a finished job's team, GPUs or times is announced to the
+leads of the teams whose bill it moves (the old team and the new), with the months it touches."""
 
 from __future__ import annotations
 
@@ -90,10 +90,16 @@ def job_changes_record(*, versions: Iterable[JobVersion], now: datetime | None =
 
 
 def _changed(version: JobVersion, projects: Mapping[int, Project]) -> dict[str, tuple[Any, Any]]:
+    """The facts that changed. A fact learnt for the first time (an end time, a GPU count) and a running job's
+    normal end (running -> completed) are its life, not a change: only a known value replaced is one, and a
+    project (or team) replaced or given to a job billed to no team."""
     changed: dict[str, tuple[Any, Any]] = {}
     for attr, field in TRACKED.items():
         old, new = version.before.get(attr), version.after.get(attr)
-        if old != new:
+        first_known = old in (None, "") and attr != "project_id"
+        if attr == "state" and old not in TERMINAL_STATES:
+            continue
+        if old != new and not first_known:
             if attr == "project_id":
                 old, new = _project_slug(old, projects), _project_slug(new, projects)
             changed[field] = (_plain(old), _plain(new))

@@ -122,3 +122,17 @@ def test_a_remap_run_by_the_worker_is_on_record_through_the_task_door(cast, bill
     entry = AuditEntry.objects.get(model="usage.job", object_pk=str(billed_job.pk))
     assert (change.door, change.actor_name) == ("task", "task usage.remap_jobs")
     assert (entry.door, entry.where, entry.changes["team"]) == ("task", "usage.remap_jobs", ["nlp", "vision"])
+
+
+def test_a_job_ending_as_usual_writes_no_history_but_a_changed_end_does(client, cast, ingest_token):
+    rate()
+    _post(client, ingest_token, [job_record()])
+    _post(client, ingest_token, [job_record(**FINISHED)])
+    assert not JobChange.objects.exists()
+
+    _post(client, ingest_token, [job_record(end_time="2026-11-03T09:13:00Z", state="failed")])
+
+    assert {(c.field, c.old_value, c.new_value) for c in JobChange.objects.all()} == {
+        ("end_time", "2026-11-03T13:12:00Z", "2026-11-03T09:13:00Z"),
+        ("state", "completed", "failed"),
+    }
