@@ -69,6 +69,7 @@ def job_changes_record(*, versions: Iterable[JobVersion], now: datetime | None =
     project_ids = {v.before.get("project_id") for v in billed} | {v.after.get("project_id") for v in billed}
     projects = {p.pk: p for p in Project.objects.filter(pk__in=project_ids - {None}).select_related("team")}
     who = door_fields()
+    leads: dict[int, list[str]] = {}
     rows: list[JobChange] = []
     entries: list[tuple[object, str, dict[str, list[object]]]] = []
     for version in billed:
@@ -83,7 +84,7 @@ def job_changes_record(*, versions: Iterable[JobVersion], now: datetime | None =
         ]  # fmt: skip
         entries.append((version.pk, version.ref, {f: [o, n] for f, (o, n) in changed.items()}))
         if _finished(version.before) and BILL_MOVING & changed.keys():
-            _announce(version, changed, projects)
+            _announce(version, changed, projects, leads)
     JobChange.objects.bulk_create(rows)
     audit_entries_write(action=AuditEntry.Action.UPDATE, model="usage.job", objects=entries, at=now)
     return rows
@@ -122,7 +123,11 @@ def _finished(facts: Mapping[str, Any]) -> bool:
     return facts.get("end_time") is not None or facts.get("state") in TERMINAL_STATES
 
 
-def _announce(version: JobVersion, changed: Mapping[str, tuple[Any, Any]], projects: Mapping[int, Project]) -> None:
+def _announce(
+    version: JobVersion, changed: Mapping[str, tuple[Any, Any]], projects: Mapping[int, Project],
+    leads: dict[int, list[str]],
+) -> None:  # fmt: skip
+    """One outbox row per lead of the old and the new team (`leads`: each team's addresses, filled as needed)."""
     teams = [t for t in (_team(version.before, projects), _team(version.after, projects)) if t is not None]
     teams = list({t.pk: t for t in teams}.values())
     months = _months(*(version.before.get(k) for k in ("start_time", "end_time")),
@@ -136,5 +141,7 @@ def _announce(version: JobVersion, changed: Mapping[str, tuple[Any, Any]], proje
         "job": version.ref, "job_id": version.pk, "months": months, "month": months[0] if months else None,
         "teams": [t.slug for t in teams], "changes": {f: [o, n] for f, (o, n) in changed.items()},
     }  # fmt: skip
-    leads = [f"email:{email}" for team in teams for email in team_lead_emails(team=team)]
-    notification_enqueue(event=EVENT, payload=payload, text=text, destinations=leads)
+    for team in teams:
+        if team.pk not in leads:
+            leads[team.pk] = [f"email:{email}" for email in team_lead_emails(team=team)]
+    notification_enqueue(event=EVENT, payload=payload, text=text, destinations=[d for t in teams for d in leads[t.pk]])
