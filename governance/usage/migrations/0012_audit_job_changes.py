@@ -6,35 +6,75 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('api', '0006_audit_doors'),
-        ('usage', '0011_nullable_metrics_and_gpus'),
+        ("api", "0006_audit_doors"),
+        ("usage", "0011_nullable_metrics_and_gpus"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='ingestbatch',
-            name='token',
-            field=models.ForeignKey(blank=True, db_index=False, help_text="The token that sent it (the API); empty for an operator's import.", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='api.apitoken'),
+            model_name="ingestbatch",
+            name="token",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                help_text="The token that sent it (the API); empty for an operator's import.",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="api.apitoken",
+            ),
         ),
         migrations.CreateModel(
-            name='JobChange',
+            name="JobChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('field', models.CharField(choices=[('project', 'Project'), ('team', 'Team'), ('user', 'User'), ('gpus', 'GPUs'), ('start_time', 'Start'), ('end_time', 'End'), ('state', 'State')], max_length=16)),
-                ('old_value', models.JSONField(blank=True, help_text='Null: unknown or none.', null=True)),
-                ('new_value', models.JSONField(blank=True, null=True)),
-                ('door', models.CharField(help_text='ingest, task, command, page, admin or api (as in the audit log).', max_length=8)),
-                ('actor_name', models.CharField(blank=True, max_length=150)),
-                ('token_name', models.CharField(blank=True, max_length=200)),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='changes', to='usage.job')),
-                ('token', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='api.apitoken')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "field",
+                    models.CharField(
+                        choices=[
+                            ("project", "Project"),
+                            ("team", "Team"),
+                            ("user", "User"),
+                            ("gpus", "GPUs"),
+                            ("start_time", "Start"),
+                            ("end_time", "End"),
+                            ("state", "State"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("old_value", models.JSONField(blank=True, help_text="Null: unknown or none.", null=True)),
+                ("new_value", models.JSONField(blank=True, null=True)),
+                (
+                    "door",
+                    models.CharField(
+                        help_text="ingest, task, command, page, admin or api (as in the audit log).", max_length=8
+                    ),
+                ),
+                ("actor_name", models.CharField(blank=True, max_length=150)),
+                ("token_name", models.CharField(blank=True, max_length=200)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="changes", to="usage.job"
+                    ),
+                ),
+                (
+                    "token",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="api.apitoken",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['job', '-at', '-id'],
-                'indexes': [models.Index(fields=['job', 'at'], name='jobchange_job_at_idx')],
+                "ordering": ["job", "-at", "-id"],
+                "indexes": [models.Index(fields=["job", "at"], name="jobchange_job_at_idx")],
             },
         ),
     ]
