@@ -1,5 +1,6 @@
 import logging
 import os
+from contextlib import AbstractContextManager
 from fnmatch import fnmatchcase
 from typing import Any, TypedDict
 
@@ -8,6 +9,8 @@ from celery.signals import task_postrun, task_prerun, task_retry, task_success, 
 from celery.worker import state as worker_state
 from celery.worker.consumer import Consumer as CeleryConsumer
 from kombu import Connection
+
+from governance.lib.doors import Door, current_door, door_entered
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
 
@@ -31,6 +34,27 @@ def close_old_connections(task=None, **kwargs) -> None:
     from django.db import close_old_connections as close
 
     close()
+
+
+_doors: dict[str, AbstractContextManager[Door]] = {}
+
+
+@task_prerun.connect
+def enter_the_task_door(task_id: str | None = None, task=None, **kwargs) -> None:
+    """What a task changes is on record as door `task` with the task's name; a task run eagerly inside a request
+    or a command keeps that door (the request's user made the change)."""
+    if task is None or task_id is None or current_door() is not None:
+        return
+    entered = door_entered(Door(kind="task", where=task.name, actor_name=f"task {task.name}"))
+    entered.__enter__()
+    _doors[task_id] = entered
+
+
+@task_postrun.connect
+def leave_the_task_door(task_id: str | None = None, **kwargs) -> None:
+    entered = _doors.pop(task_id or "", None)
+    if entered is not None:
+        entered.__exit__(None, None, None)
 
 
 class DeliveryPolicy:

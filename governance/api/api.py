@@ -2,15 +2,16 @@
 
 from datetime import datetime
 
-from django.db import transaction
+from django.http import StreamingHttpResponse
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collectors.records import CLUSTER_NAME, CLUSTER_NAME_RULE, MAX_CLUSTER_NAME
-from governance.api.filters import UtcIsoDateTimeFilter
+from governance.api.audit_search import AuditEntryFilter, audit_csv
 from governance.api.models import ApiToken, AuditEntry
 from governance.api.permissions import AdminOnly, HasReadScope, SessionOrAdminToken
 from governance.api.selectors import audit_entries_visible, tokens_visible
@@ -21,8 +22,6 @@ from governance.api.services import (
     api_token_expiry,
     api_token_revoke,
     api_token_scope_check,
-    audit_entry_record,
-    snapshot,
 )
 from governance.api.viewsets import ApiReadOnlyViewSet, VisibleQuerysetMixin
 from governance.org.auth import signed_in_user
@@ -115,12 +114,7 @@ class TokenViewSet(
     def create(self, request: Request) -> Response:
         serializer = TokenSerializer(data=request.data, context=self.get_serializer_context())
         serializer.is_valid(raise_exception=True)
-        via = request.auth if isinstance(request.auth, ApiToken) else None
-        user = signed_in_user(request)
-        with transaction.atomic():
-            token, raw = api_token_create(user=user, **serializer.validated_data)
-            changes = {k: [None, v] for k, v in snapshot(token).items() if k != "key_hash"}
-            audit_entry_record(actor=user, token=via, action=AuditEntry.Action.CREATE, instance=token, changes=changes)
+        token, raw = api_token_create(user=signed_in_user(request), **serializer.validated_data)
         return Response({**TokenSerializer(token).data, "token": raw}, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={204: None})
@@ -135,21 +129,13 @@ class AuditEntrySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = AuditEntry
-        fields = ["id", "at", "actor_name", "token", "action", "model", "object_pk", "object_repr", "changes"]
-
-
-class AuditEntryFilter(filters.FilterSet):
-    actor = filters.CharFilter(field_name="actor_name")
-    since = UtcIsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = UtcIsoDateTimeFilter(field_name="at", lookup_expr="lt")
-
-    class Meta:
-        model = AuditEntry
-        fields = ["action", "model", "object_pk", "actor", "since", "until"]
+        fields = ["id", "at", "door", "where", "address", "actor_name", "token", "token_name", "action", "model",
+                  "object_pk", "object_repr", "changes"]  # fmt: skip
 
 
 class AuditEntryViewSet(ApiReadOnlyViewSet):
-    """Every write made through the API: who, with which token, what changed, when. Admins only."""
+    """Every change, whatever its door (page, admin, API, command, ingest, task): who, with which token, from
+    where, what changed, when. Admins only; append-only. `csv/` streams the same filtered entries as CSV."""
 
     serializer_class = AuditEntrySerializer
     filterset_class = AuditEntryFilter
@@ -157,6 +143,14 @@ class AuditEntryViewSet(ApiReadOnlyViewSet):
 
     def visible(self, user: User):
         return audit_entries_visible(user=user).select_related("token")
+
+    @extend_schema(responses={(200, "text/csv"): str})
+    @action(detail=False, url_path="csv")
+    def csv(self, request: Request) -> StreamingHttpResponse:
+        entries = self.filter_queryset(self.get_queryset()).iterator(chunk_size=2000)
+        response = StreamingHttpResponse(audit_csv(entries), content_type="text/csv")
+        response["Content-Disposition"] = 'attachment; filename="audit.csv"'
+        return response
 
 
 ROUTES = [

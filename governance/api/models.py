@@ -68,7 +68,18 @@ class ApiToken(models.Model):
 
 
 class AuditEntry(models.Model):
-    """One write through the API: who made it (and with which token), what it changed, and when."""
+    """One change, whatever door it came through: who made it (a user, a token, a command, a task), when, from
+    where, to what, and its fields before and after. Append-only: no door edits or deletes a row, and on
+    PostgreSQL a trigger refuses UPDATE and DELETE (but for clearing the link to a deleted user or token)."""
+
+    class Door(models.TextChoices):
+        PAGE = "page"
+        ADMIN = "admin"
+        API = "api", "API"
+        COMMAND = "command"
+        INGEST = "ingest"
+        TASK = "task"
+        OTHER = "other", "Other (a shell, a script)"
 
     class Action(models.TextChoices):
         CREATE = "create"
@@ -77,6 +88,7 @@ class AuditEntry(models.Model):
         REVOKE = "revoke"
         CLOSE = "close"
         STATE = "state", "State change"
+        ACTION = "action", "Admin action"
 
     at = models.DateTimeField(default=timezone.now)
     actor = models.ForeignKey(
@@ -89,11 +101,27 @@ class AuditEntry(models.Model):
     object_pk = models.CharField(max_length=64)
     object_repr = models.CharField(max_length=200)
     changes = models.JSONField(default=dict, blank=True, help_text="field: [before, after]")
+    door = models.CharField(max_length=8, choices=Door.choices, default=Door.OTHER)
+    where = models.CharField(max_length=300, blank=True, help_text="The path, command or task it came through.")
+    address = models.GenericIPAddressField(null=True, blank=True, help_text="The client's address (web doors).")
+    token_name = models.CharField(max_length=200, blank=True, help_text="Kept when the token is deleted.")
 
     class Meta:
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["model", "object_pk"], name="auditentry_object_idx")]
+        indexes = [
+            models.Index(fields=["model", "object_pk"], name="auditentry_object_idx"),
+            models.Index(fields=["actor_name", "at"], name="auditentry_actor_idx"),
+            models.Index(fields=["at"], name="auditentry_at_idx"),
+        ]
         verbose_name_plural = "audit entries"
 
     def __str__(self) -> str:
         return f"{self.actor_name} {self.action} {self.model} {self.object_pk} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        if not self._state.adding:
+            raise ValueError("An audit entry is never changed.")
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+    def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
+        raise ValueError("An audit entry is never deleted.")

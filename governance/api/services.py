@@ -1,14 +1,12 @@
-import json
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.serializers.json import DjangoJSONEncoder
-from django.db import models, transaction
-from django.forms.models import model_to_dict
+from django.db import models
 from django.utils import timezone
 
 from collectors.records import CLUSTER_NAME, CLUSTER_NAME_RULE
+from governance.api.audit import audit_entry_write
 from governance.api.models import ApiToken, AuditEntry, hash_token
 from governance.org.models import User
 
@@ -80,20 +78,10 @@ def api_token_create(
 
 
 def api_token_revoke(*, token: ApiToken, actor: User, via: ApiToken | None = None) -> ApiToken:
-    """Revoke once; revoking a revoked token changes nothing and records nothing."""
+    """Revoke once (the audit log records it as `revoke`); revoking a revoked token changes nothing."""
     if token.revoked_at is None:
         token.revoke()
-        audit_entry_record(actor=actor, token=via, action=AuditEntry.Action.REVOKE, instance=token)
     return token
-
-
-def snapshot(instance: models.Model) -> dict[str, object]:
-    """The instance's field values as JSON-ready data, to diff before and after a write."""
-    return json.loads(json.dumps(model_to_dict(instance), cls=DjangoJSONEncoder))
-
-
-def changes_between(before: dict[str, object], after: dict[str, object]) -> dict[str, list[object]]:
-    return {k: [before.get(k), after.get(k)] for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)}
 
 
 def audit_entry_record(
@@ -105,47 +93,25 @@ def audit_entry_record(
     changes: dict[str, list[object]] | None = None,
     object_pk: object = None,
 ) -> AuditEntry:
-    """Record one write; runs inside the writer's transaction so a rolled-back write leaves no entry."""
-    pk = instance.pk if object_pk is None else object_pk
-    return AuditEntry.objects.create(
-        actor=actor if actor is not None and actor.is_authenticated else None,
-        actor_name=getattr(actor, "username", "") or "",
-        token=token,
+    """Record one change the model signals do not see (a decision, a bulk write); runs inside the writer's
+    transaction so a rolled-back write leaves no entry. Door, path and address come from the current door;
+    `actor` and `token`, when given, say who."""
+    who: dict[str, object] = {}
+    if actor is not None and actor.is_authenticated:
+        who |= {"actor_id": actor.pk, "actor_name": actor.get_username()}
+    if token is not None:
+        who |= {"token_id": token.pk, "token_name": token.name}
+    return audit_entry_write(
         action=action,
         model=instance._meta.label_lower,
-        object_pk=str(pk),
-        object_repr=str(instance)[:200],
+        object_pk=instance.pk if object_pk is None else object_pk,
+        object_repr=str(instance),
         changes=changes or {},
-    )
-
-
-@transaction.atomic
-def audited_save(*, save, actor: User, token: ApiToken | None, instance: models.Model | None) -> models.Model:
-    """Run `save()` (a serializer's) and record what it changed, in one transaction."""
-    before = snapshot(instance) if instance is not None else {}
-    saved = save()
-    action = AuditEntry.Action.UPDATE if instance is not None else AuditEntry.Action.CREATE
-    audit_entry_record(
-        actor=actor, token=token, action=action, instance=saved, changes=changes_between(before, snapshot(saved))
-    )
-    return saved
-
-
-@transaction.atomic
-def audited_delete(*, actor: User, token: ApiToken | None, instance: models.Model) -> None:
-    pk, before = instance.pk, snapshot(instance)
-    instance.delete()
-    audit_entry_record(
-        actor=actor,
-        token=token,
-        action=AuditEntry.Action.DELETE,
-        instance=instance,
-        object_pk=pk,
-        changes=changes_between(before, {}),
+        **who,
     )
 
 
 def audit_request_write(*, request, action: str, instance: models.Model) -> AuditEntry:
-    """Record a write that an API view made through a domain service (who, with which token, what)."""
+    """Record a change an API view made that no model save shows (who and which token: the request's)."""
     token = request.auth if isinstance(request.auth, ApiToken) else None
     return audit_entry_record(actor=request.user, token=token, action=action, instance=instance)

@@ -20,8 +20,6 @@ from rest_framework.views import APIView
 
 from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
-from governance.api.models import AuditEntry
-from governance.api.services import audit_request_write
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs import api_failures, api_terms
 from governance.costs.api_terms import NOT_ALLOWED, validation_error
@@ -229,7 +227,6 @@ class MonthCloseView(APIView):
         try:
             with transaction.atomic():
                 close = statement_close(month=parsed, user=user, accept_unpriced=accept)
-                audit_request_write(request=request, action=AuditEntry.Action.CLOSE, instance=close)
         except ValidationError as exc:
             if exc.code == "month_closed":  # closed already: the request conflicts with the month's state
                 return error_response(status.HTTP_409_CONFLICT, "month_closed", "; ".join(exc.messages))

@@ -11,9 +11,7 @@ from rest_framework.response import Response
 
 from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
-from governance.api.models import AuditEntry
 from governance.api.permissions import AdminWrites
-from governance.api.services import audit_request_write
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs.models import (
     BillingModeTerm,
@@ -138,7 +136,6 @@ class TermViewSet(VisibleQuerysetMixin, mixins.ListModelMixin, mixins.CreateMode
         try:
             with transaction.atomic():
                 row = self.write(request, serializer.validated_data)
-                audit_request_write(request=request, action=AuditEntry.Action.CREATE, instance=row)
         except ValidationError as exc:
             return validation_error(exc)
         return Response(self.get_serializer(row).data, status=status.HTTP_201_CREATED)

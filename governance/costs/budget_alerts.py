@@ -20,7 +20,7 @@ from governance.costs.selectors import chargeback_by_team
 from governance.lib.money import to_cents
 from governance.lib.months import Month
 from governance.notify.services import notification_enqueue
-from governance.org.models import Membership, Team
+from governance.org.selectors import team_lead_emails
 
 DEFAULT_THRESHOLDS = [50, 80, 100]
 
@@ -102,22 +102,13 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _lead_emails(team: Team) -> list[str]:
-    emails = list(
-        Membership.objects.filter(team=team, role=Membership.Role.LEAD)
-        .exclude(user__email="")
-        .values_list("user__email", flat=True)
-    )
-    return emails or ([team.lead_email] if team.lead_email else [])
-
-
 def _announce(budget: Budget, note: AlertSent, alert_pk: int) -> None:
     subject = f"[gpu-governance] {note.team} reached {note.threshold}% of its {budget.month:%Y-%m} GPU budget"
     body = f"{note.team} has spent {note.spent} {note.currency} of {note.budget} {note.currency} ({note.threshold}%)."
     if note.kind == BudgetAlert.Kind.FORECAST:
         subject = f"[gpu-governance] {note.team} is forecast to exceed its {budget.month:%Y-%m} GPU budget"
         body = forecast_alert_text(note)
-    recipients = _lead_emails(budget.team)
+    recipients = team_lead_emails(team=budget.team)
     if recipients:
         transaction.on_commit(lambda: send_mail(subject, body, None, recipients, fail_silently=True))
     payload = {

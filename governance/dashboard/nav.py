@@ -30,6 +30,7 @@ NAV: list[NavItem] = [
     NavItem("Findings", "efficiency:findings"),
     NavItem("API", "v1:root"),
     NavItem("Admin", "admin:index", lambda user: user.is_staff),
+    NavItem("Audit", "dashboard:audit", lambda user: user.is_platform_admin),
     NavItem("Password", "password_change"),
 ]
 

@@ -3,6 +3,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
 
+from governance.api.audit import MachineRecordAdmin
 from governance.efficiency.models import ClusterAlert, Finding, JobEvaluation
 from governance.efficiency.rules import RULES
 from governance.efficiency.thresholds import thresholds_in_force
@@ -36,13 +37,13 @@ class FindingAdmin(admin.ModelAdmin):
 
 
 @admin.register(JobEvaluation)
-class JobEvaluationAdmin(admin.ModelAdmin):
+class JobEvaluationAdmin(MachineRecordAdmin):
     list_display = ("job", "evaluated_at", "final_at")
     list_select_related = ("job__cluster",)
     readonly_fields = ("job", "evaluated_at", "final_at")
 
 
 @admin.register(ClusterAlert)
-class ClusterAlertAdmin(admin.ModelAdmin):
+class ClusterAlertAdmin(MachineRecordAdmin):
     list_display = ("cluster", "utilisation_percent", "threshold_percent", "window_end", "sent_at")
     readonly_fields = ("cluster", "utilisation_percent", "threshold_percent", "window_end", "sent_at")

@@ -13,8 +13,6 @@ from rest_framework.views import APIView
 
 from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
-from governance.api.models import AuditEntry
-from governance.api.services import audit_request_write
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.efficiency.models import Finding
 from governance.efficiency.rules import RULES
@@ -101,7 +99,6 @@ class FindingStateView(APIView):
         try:
             with transaction.atomic():
                 finding = finding_state_set(finding_id=finding_id, user=user, **change.validated_data)
-                audit_request_write(request=request, action=AuditEntry.Action.STATE, instance=finding)
         except FindingStateError as exc:
             return error_response(status.HTTP_400_BAD_REQUEST, "invalid", str(exc))
         return Response(FindingSerializer(findings_visible(user=user).get(pk=finding.pk)).data)

@@ -19,6 +19,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 SIGNATURE = "X-GG-Signature"
 TIMESTAMP = "X-GG-Timestamp"
+EMAIL = "email:"
 
 
 class DeliveryFailed(Exception):
@@ -58,9 +59,20 @@ def _apprise(url: str, title: str, text: str) -> None:
         raise DeliveryFailed("apprise could not deliver (see the worker log)")
 
 
+def _email(address: str, subject: str, text: str) -> None:
+    from django.core.mail import send_mail
+
+    try:
+        send_mail(subject, text, None, [address])
+    except Exception as exc:  # SMTP refused or unreachable: the row is retried with backoff
+        raise DeliveryFailed(f"{type(exc).__name__}: {exc}") from exc
+
+
 def deliver(*, destination: str, event: str, payload: dict, text: str) -> None:
-    """Send or raise DeliveryFailed."""
-    if destination.startswith(("http://", "https://")):
+    """Send or raise DeliveryFailed. `email:<address>` (a team lead) goes out through Django's email backend."""
+    if destination.startswith(EMAIL):
+        _email(destination.removeprefix(EMAIL), f"[gpu-governance] {event}", text)
+    elif destination.startswith(("http://", "https://")):
         _post_json(destination, {"event": event, **payload})
     else:
         _apprise(destination, f"[gpu-governance] {event}", text or json.dumps(payload, cls=DjangoJSONEncoder))

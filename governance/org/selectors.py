@@ -63,3 +63,13 @@ def team_totals_filter(*, user: User, prefix: str = "") -> Q:
     if user.sees_all_costs:
         return Q()
     return Q(**{f"{prefix}project__team__in": teams_visible(user=user).values("pk")})
+
+
+def team_lead_emails(*, team: Team) -> list[str]:
+    """Where a team's lead is told about its bill: the leads' emails, else the team's lead_email."""
+    emails = list(
+        Membership.objects.filter(team=team, role=Membership.Role.LEAD)
+        .exclude(user__email="")
+        .values_list("user__email", flat=True)
+    )
+    return emails or ([team.lead_email] if team.lead_email else [])

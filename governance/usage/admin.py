@@ -1,5 +1,6 @@
 from django.contrib import admin, messages
 
+from governance.api.audit import MachineRecordAdmin, audited_action
 from governance.usage.models import IngestBatch, Job
 from governance.usage.services import inbox_requeue
 
@@ -34,7 +35,7 @@ class IngestBatchStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(IngestBatch)
-class IngestBatchAdmin(admin.ModelAdmin):
+class IngestBatchAdmin(MachineRecordAdmin):
     list_display = ("batch_id", "collector", "source", "record_count", "received_at", "processed_at", "attempts",
                     "dead_at")  # fmt: skip
     list_filter = (IngestBatchStateFilter, "source", "collector")
@@ -43,16 +44,11 @@ class IngestBatchAdmin(admin.ModelAdmin):
                        "processed_at", "attempts", "dead_at", "last_error")  # fmt: skip
     actions = ["requeue"]
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
     def has_requeue_permission(self, request) -> bool:
         return bool(request.user.is_active and request.user.is_platform_admin)
 
     @admin.action(description="Re-queue the selected dead batches", permissions=["requeue"])
+    @audited_action
     def requeue(self, request, queryset) -> None:
         count = inbox_requeue(pks=queryset.values_list("pk", flat=True))
         self.message_user(request, f"{count} dead batch(es) re-queued.", messages.SUCCESS)

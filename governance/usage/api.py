@@ -27,11 +27,12 @@ from governance.api.viewsets import ApiReadOnlyViewSet, VisibleQuerysetMixin
 from governance.fleet.models import Cluster
 from governance.lib.ranges import MAX_RANGE_DAYS, range_problem
 from governance.org.models import Project, User
-from governance.usage.models import IngestBatch, Job
+from governance.usage.models import IngestBatch, Job, JobChange
 from governance.usage.selectors import (
     RESOLUTIONS,
     cluster_utilisation_series,
     inbox_dead,
+    job_history,
     job_usage_series,
     jobs_visible,
 )
@@ -97,7 +98,7 @@ class IngestView(APIView):
     def post(self, request: Request) -> Response:
         token = cast(ApiToken, request.auth)  # HasIngestScope lets only an ingest ApiToken in
         try:
-            receipt = usage_batch_receive(body=_read_body(request), clusters=token.ingest_clusters())
+            receipt = usage_batch_receive(body=_read_body(request), clusters=token.ingest_clusters(), token_id=token.pk)
         except BodyTooLarge as exc:
             return error_response(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "too_large", str(exc))
         except gzip.BadGzipFile as exc:
@@ -223,6 +224,12 @@ class ClusterUtilisationSerializer(serializers.Serializer):
     points = UtilisationPointSerializer(many=True)
 
 
+class JobChangeSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JobChange
+        fields = ["at", "field", "old_value", "new_value", "door", "actor_name", "token_name"]
+
+
 class JobViewSet(ApiReadOnlyViewSet):
     """Jobs you may see: admins and finance all, leads their teams', engineers their own."""
 
@@ -243,6 +250,13 @@ class JobViewSet(ApiReadOnlyViewSet):
         resolution = query.validated_data["resolution"]
         points = job_usage_series(job=job, resolution=resolution)
         return Response(JobUsageSerializer({"job": job.pk, "resolution": resolution, "points": points}).data)
+
+    @extend_schema(responses=JobChangeSerializer(many=True), filters=False)
+    @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
+    def history(self, request: Request, pk: str | None = None) -> Response:
+        """What changed on the job after it was billed (project, team, user, GPUs, times, state): old and new
+        value, when, through which door, by which user or token; the latest first."""
+        return Response(JobChangeSerializer(job_history(job=self.get_object()), many=True).data)
 
 
 class ClusterUtilisationView(VisibleQuerysetMixin, generics.GenericAPIView):

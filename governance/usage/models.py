@@ -1,6 +1,8 @@
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
+from governance.api.models import ApiToken
 from governance.fleet.models import Cluster, Gpu
 from governance.org.models import Project
 
@@ -83,6 +85,10 @@ class IngestBatch(models.Model):
     dead_at = models.DateTimeField(
         null=True, blank=True, help_text="Set after INGEST_MAX_ATTEMPTS failures: never swept again until re-queued."
     )
+    token = models.ForeignKey(
+        ApiToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False,
+        help_text="The token that sent it (the API); empty for an operator's import.",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["received_at"]
@@ -212,3 +218,34 @@ class PricingMark(models.Model):
 
     def __str__(self) -> str:
         return f"reprice {'job ' + str(self.job_id) if self.job_id else 'cluster ' + str(self.cluster_id)} {self.day}"
+
+
+class JobChange(models.Model):
+    """One fact of a job that changed after the job was on a bill (it had started): the old and the new value, when,
+    through which door and by whom (for ingest: the token that sent the record). Written with the change."""
+
+    class Field(models.TextChoices):
+        PROJECT = "project"
+        TEAM = "team"
+        USER = "user"
+        GPUS = "gpus", "GPUs"
+        START = "start_time", "Start"
+        END = "end_time", "End"
+        STATE = "state"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="changes")
+    at = models.DateTimeField(default=timezone.now)
+    field = models.CharField(max_length=16, choices=Field.choices)
+    old_value = models.JSONField(null=True, blank=True, help_text="Null: unknown or none.")
+    new_value = models.JSONField(null=True, blank=True)
+    door = models.CharField(max_length=8, help_text="ingest, task, command, page, admin or api (as in the audit log).")
+    actor_name = models.CharField(max_length=150, blank=True)
+    token = models.ForeignKey(ApiToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    token_name = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["job", "-at", "-id"]
+        indexes = [models.Index(fields=["job", "at"], name="jobchange_job_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.field}: {self.old_value} -> {self.new_value}"

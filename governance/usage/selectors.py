@@ -10,7 +10,7 @@ from django.db.models.functions import Trunc
 
 from governance.org.models import User
 from governance.org.selectors import job_visibility_filter
-from governance.usage.models import GpuHour, IngestBatch, Job, JobGpuHour
+from governance.usage.models import GpuHour, IngestBatch, Job, JobChange, JobGpuHour
 
 RESOLUTIONS = ("hour", "day")
 
@@ -110,3 +110,8 @@ def cluster_utilisation_series(
 def inbox_dead() -> QuerySet[IngestBatch]:
     """Inbox batches set aside as dead, the latest first."""
     return IngestBatch.objects.filter(dead_at__isnull=False, processed_at__isnull=True).order_by("-dead_at", "-id")
+
+
+def job_history(*, job: Job) -> QuerySet[JobChange]:
+    """What changed on the job after it was on a bill, the latest first (the caller checked it may see the job)."""
+    return JobChange.objects.filter(job=job).order_by("-at", "-id")

@@ -19,9 +19,12 @@ from django.db.models import Case, When
 from django.utils import timezone
 
 from collectors.records import Batch, decode_batch, encode, records_check
+from governance.api.models import ApiToken
+from governance.lib.doors import Door, current_door, door_entered
 from governance.lib.enqueue import enqueue_on_commit, task_named
 from governance.org.services import project_ids_resolver
 from governance.usage import prepared, writer
+from governance.usage.history import JobVersion, job_changes_record
 from governance.usage.marks import job_days_mark
 from governance.usage.models import IngestBatch, Job
 from governance.usage.prepared import Prepared
@@ -95,16 +98,18 @@ def batch_check(
     )
 
 
-def usage_batch_receive(*, body: bytes, clusters: Collection[str] | None = None) -> Receipt:
-    """Validate a JSON batch sent through the API by a token that may report `clusters` (None: any) and store
-    it in the inbox; raises BatchInvalid or BatchConflict. Its records never create teams or projects."""
+def usage_batch_receive(
+    *, body: bytes, clusters: Collection[str] | None = None, token_id: int | None = None
+) -> Receipt:
+    """Validate a JSON batch sent through the API by a token (`token_id`) that may report `clusters` (None: any)
+    and store it in the inbox; raises BatchInvalid or BatchConflict. Its records never create teams or projects."""
     with writer.gc_paused():
         batch = decode_batch(body)
         batch_check(batch=batch, clusters=clusters)
-        return usage_batch_store(batch=batch, body=body, source=IngestBatch.Source.API)
+        return usage_batch_store(batch=batch, body=body, source=IngestBatch.Source.API, token_id=token_id)
 
 
-def usage_batch_store(*, batch: Batch, body: bytes, source: str) -> Receipt:
+def usage_batch_store(*, batch: Batch, body: bytes, source: str, token_id: int | None = None) -> Receipt:
     """Store an already validated batch; once this returns, the batch is durable and will be processed.
 
     PostgreSQL stores the batch prepared (parsed here, once, and never again); SQLite stores the JSON.
@@ -124,6 +129,7 @@ def usage_batch_store(*, batch: Batch, body: bytes, source: str) -> Receipt:
                 body=stored,
                 body_sha256=digest,
                 record_count=len(batch.records),
+                token_id=token_id,
             )
             transaction.on_commit(lambda: _enqueue(inbox_pk))
     except IntegrityError:
@@ -175,9 +181,9 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
             claimed = writer.inbox_claim(inbox_pk)
             if claimed is None:
                 return None
-            form, body, source = claimed
+            form, body, source, batch_id, token_id = claimed
             create = source == IngestBatch.Source.IMPORT
-            with writer.gc_paused():
+            with writer.gc_paused(), door_entered(_ingest_door(batch_id, token_id)):
                 if form == IngestBatch.Format.PREPARED:
                     result = usage_prepared_write(batch=prepared.decode(body), create_projects=create)
                 else:  # SQLite, or a batch stored before prepared batches existed
@@ -188,6 +194,16 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
         inbox_failure_record(inbox_pk=inbox_pk, error=exc)
         raise
     return result
+
+
+def _ingest_door(batch_id: uuid.UUID, token_id: int | None) -> Door:
+    """What a batch changes came through ingest, by the token that sent it (an import keeps its command's door)."""
+    outer = current_door()
+    token = ApiToken.objects.filter(pk=token_id).select_related("user").first() if token_id is not None else None
+    if token is None:
+        return outer or Door(kind="ingest", where=f"batch {batch_id}")
+    return Door(kind="ingest", where=f"batch {batch_id}", actor_name=token.user.get_username(),
+                user_id=token.user_id, token_id=token.pk, token_name=token.name)  # fmt: skip
 
 
 def inbox_failure_record(*, inbox_pk: int, error: BaseException) -> None:
@@ -250,6 +266,9 @@ def usage_prepared_write(*, batch: Prepared, create_projects: bool = False) -> P
     return ProcessResult(jobs=len(header.jobs), samples=header.samples)
 
 
+HISTORY_FIELDS = ("project_id", "user_name", "gpus", "start_time", "end_time", "state")
+
+
 def jobs_remap(*, accounts: Iterable[str] | None = None) -> int:
     """Resolve the project of jobs again after project mappings changed (jobs naming `accounts`, or all);
     returns how many changed project. A job that no mapping or project names any more becomes unattributed.
@@ -267,10 +286,17 @@ def jobs_remap(*, accounts: Iterable[str] | None = None) -> int:
         if now_project != project_id:
             moved[now_project].append(pk)
     with transaction.atomic():
+        every = [pk for pks in moved.values() for pk in pks]
+        facts = Job.objects.filter(pk__in=every).values("pk", "cluster__name", "external_id", *HISTORY_FIELDS)
+        was = {f["pk"]: f for f in facts}
         for target, pks in moved.items():
             Job.objects.filter(pk__in=pks).update(project_id=target, updated_at=timezone.now())
+        job_changes_record(versions=[
+            JobVersion(pk, f"{was[pk]['cluster__name']}/{was[pk]['external_id']}", was[pk],
+                       {**was[pk], "project_id": target})
+            for target, pks in moved.items() for pk in pks if pk in was
+        ])  # fmt: skip
         # Every day of a moved job is billed to its new team: open months directly, closed ones as corrections.
-        every = [pk for pks in moved.values() for pk in pks]
         job_days_mark(Job.objects.filter(pk__in=every).values_list("pk", "cluster_id", "start_time", "end_time"))
         if every:
             enqueue_on_commit(REPRICE_TASK)

@@ -272,6 +272,8 @@ ROWS = [
     Row("v1:job-detail", "get", lambda w: f"{V1}/jobs/{w.job_zed.pk}/", seen_by(200)),
     Row("v1:job-usage", "get", lambda w: f"{V1}/jobs/{w.job_bob.pk}/usage/?resolution=day", seen_by(200, "nlp_lead")),
     Row("v1:job-usage", "get", lambda w: f"{V1}/jobs/{w.job_dave.pk}/usage/", seen_by(200, "vision_lead")),
+    Row("v1:job-history", "get", lambda w: f"{V1}/jobs/{w.job_bob.pk}/history/", seen_by(200, "nlp_lead")),
+    Row("v1:job-history", "get", lambda w: f"{V1}/jobs/{w.job_dave.pk}/history/", seen_by(200, "vision_lead")),
     # Tokens: your own (admins: everyone's); the audit log: admins only.
     Row("v1:token-list", "get", lambda w: f"{V1}/tokens/", everyone(200)),
     # Minting: anyone signed in gets read and write tokens; ingest and admin tokens are for platform admins only
@@ -296,6 +298,9 @@ ROWS = [
     ),
     Row("v1:audit-list", "get", lambda w: f"{V1}/audit/", admins(200)),
     Row("v1:audit-detail", "get", lambda w: f"{V1}/audit/{w.audit.pk}/", admins(200)),
+    Row("v1:audit-csv", "get", lambda w: f"{V1}/audit/csv/", admins(200)),
+    Row("dashboard:audit", "get", lambda w: "/audit/", admins(200, anonymous=302)),
+    Row("dashboard:audit-csv", "get", lambda w: "/audit/audit.csv", admins(200, anonymous=302)),
     # The notification outbox: admins only.
     Row("v1:notification-list", "get", lambda w: f"{V1}/notifications/", admins(200)),
     Row("v1:notification-detail", "get", lambda w: f"{V1}/notifications/{w.notification.pk}/", admins(200)),

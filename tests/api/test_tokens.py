@@ -109,5 +109,5 @@ def test_a_write_token_writes_only_what_its_owners_role_allows(client, cast):
     accepted = client.post("/api/v1/teams/", body, content_type="application/json", **bearer(admin_raw))
 
     assert (refused.status_code, accepted.status_code) == (403, 201)
-    entry = AuditEntry.objects.get(model="org.team", action="create")
-    assert (entry.actor_name, entry.token.name) == ("admin", "admin-writer")
+    entry = AuditEntry.objects.get(model="org.team", action="create", door="api")
+    assert (entry.actor_name, entry.token.name, entry.token_name) == ("admin", "admin-writer", "admin-writer")

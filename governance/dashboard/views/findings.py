@@ -27,6 +27,7 @@ from governance.efficiency.summary import gib
 from governance.fleet.models import Cluster
 from governance.org.auth import signed_in_user
 from governance.org.selectors import teams_led
+from governance.usage.selectors import job_history
 
 CLUSTER_DAYS = 7
 JOBS_PER_PAGE = 25
@@ -64,6 +65,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "sm_mean": charges.used_gpu_hours / charges.gpu_hours if charges and charges.gpu_hours else None,
         "mem_peak_gib": max(peaks) if peaks else None,
         "running": job.end_time is None,
+        "history": list(job_history(job=job)),
     }
     return render(request, "efficiency/job.html", context)
 

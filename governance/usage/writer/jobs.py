@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from collectors.records import TERMINAL_STATES, JobRecord
 from governance.org.services import project_ids_resolver
+from governance.usage.history import JobVersion, job_changes_record
 from governance.usage.marks import job_days_mark
 from governance.usage.models import Job
 from governance.usage.writer.sql import ids_ensure
@@ -127,6 +128,13 @@ def jobs_apply(
              _latest(job.end_time, before[job.pk][times[1]]))
             for job in changed
         )  # fmt: skip
+        # A job that had started was on a bill: what this batch changed on it is kept as its history.
+        names = {pk: name for name, pk in cluster_ids.items()}
+        job_changes_record(versions=[
+            JobVersion(job.pk, f"{names.get(job.cluster_id, job.cluster_id)}/{job.external_id}",
+                       dict(zip(JOB_FIELDS, before[job.pk], strict=True)), {f: getattr(job, f) for f in JOB_FIELDS})
+            for job in changed if before[job.pk][times[0]] is not None
+        ])  # fmt: skip
 
 
 def _earliest(*moments):

@@ -1,14 +1,15 @@
 from datetime import timedelta
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from governance.api.models import ApiToken
 from governance.api.services import TokenRefused, api_token_create
+from governance.lib.doors import AuditedCommand
 from governance.org.models import User
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "Create an API token for a user and print it (it is shown only this once). "
         "Ingest and admin tokens are for platform admins only."

@@ -1,15 +1,16 @@
 from decimal import Decimal
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from governance.costs.focus import focus_csv
 from governance.costs.management.commands._args import month_arg
 from governance.costs.selectors import chargeback_by_team
+from governance.lib.doors import AuditedCommand
 from governance.lib.money import to_cents
 from governance.org.models import Team
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "A month's chargeback: FOCUS 1.2 CSV (one row per job per day) or a table of teams."
 
     def add_arguments(self, parser):

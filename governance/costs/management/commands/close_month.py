@@ -1,11 +1,12 @@
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from governance.costs.management.commands._args import errors_of, month_arg
 from governance.costs.services import statement_close
+from governance.lib.doors import AuditedCommand
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Close a month: its statement is frozen; later usage for it becomes an adjustment in the next open month."
 
     def add_arguments(self, parser):

@@ -1,14 +1,15 @@
 import json
 from datetime import date
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from governance.costs.forecasts import last_whole_day, spend_forecast
 from governance.costs.management.commands._args import month_arg
+from governance.lib.doors import AuditedCommand
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Month-end spend forecast per team with its 80% interval, from the charges up to the end of --as-of."
 
     def add_arguments(self, parser):

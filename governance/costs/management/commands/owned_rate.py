@@ -1,13 +1,14 @@
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
 from governance.costs.management.commands._args import errors_of, month_arg
 from governance.costs.models import OwnedGpuCost
 from governance.costs.services import owned_gpu_rate_derive, owned_gpu_rates_set
 from governance.fleet.models import Cluster
+from governance.lib.doors import AuditedCommand
 
 AMOUNT_FLAGS = {"purchase": "--purchase", "residual": "--residual", "power_price": "--power-price",
                 "overhead": "--overhead"}  # fmt: skip
@@ -23,7 +24,7 @@ def _amount(text: str, flag: str) -> Decimal:
     return value
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "Price a cluster's owned GPUs from what they cost: print the hourly rate and its arithmetic; --apply writes it."
     )

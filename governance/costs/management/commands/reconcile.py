@@ -1,11 +1,12 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from governance.costs.management.commands._args import month_arg
 from governance.costs.selectors import reconcile
+from governance.lib.doors import AuditedCommand
 from governance.lib.money import to_cents
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Check that per cluster, team charges + unallocated = capacity x rate, to the cent; non-zero exit if not."
 
     def add_arguments(self, parser):

@@ -1,11 +1,11 @@
-from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from governance.costs.management.commands._args import month_arg
 from governance.costs.reprice import charges_reprice, month_reprice
+from governance.lib.doors import AuditedCommand
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "Bring the charge ledger up to date: re-price what is marked, or whole months (a backfill after an"
         " upgrade). A closed month is re-priced under its frozen terms; any difference lands as corrections."

@@ -1,11 +1,12 @@
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from governance.costs.management.commands._args import errors_of, moment_arg
 from governance.costs.services import capacity_set
+from governance.lib.doors import AuditedCommand
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Declare how many GPUs of a model a cluster holds from a date on (for clusters no collector reports)."
 
     def add_arguments(self, parser):

@@ -1,12 +1,13 @@
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from governance.costs.management.commands._args import errors_of, moment_arg
 from governance.costs.services import commitment_set
+from governance.lib.doors import AuditedCommand
 from governance.org.models import Team
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Reserve GPUs of a model on a cluster for a team at a committed price per GPU-hour, from START to END."
 
     def add_arguments(self, parser):

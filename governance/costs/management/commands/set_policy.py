@@ -1,12 +1,13 @@
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from governance.costs.management.commands._args import errors_of, moment_arg
 from governance.costs.services import policy_set
 from governance.fleet.models import Cluster
+from governance.lib.doors import AuditedCommand
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Bill a cluster's unallocated capacity as its own line (show) or shared among teams (share) from a date on."
 
     def add_arguments(self, parser):

@@ -1,11 +1,12 @@
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from governance.costs.management.commands._args import errors_of, moment_arg
 from governance.costs.services import rate_card_set
+from governance.lib.doors import AuditedCommand
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Set the price of one GPU-hour of a GPU model ('*': the default rate) from a date on."
 
     def add_arguments(self, parser):

@@ -4,11 +4,11 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from collectors.simulate import GPU_MODEL, SimulatedCluster
 from governance.costs.models import RateCard
+from governance.lib.doors import AuditedCommand
 from governance.org.models import Membership, Team, User
 from governance.usage.models import Job
 from governance.usage.services import usage_records_import
@@ -30,7 +30,7 @@ ROLE_WORDS: dict[str, str] = {
 }
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Load a month of simulated usage through the ingest path (only into an empty database) and demo users."
 
     def add_arguments(self, parser):

@@ -1,9 +1,8 @@
-from django.core.management.base import BaseCommand
-
 from governance.efficiency.services import findings_evaluate_all
+from governance.lib.doors import AuditedCommand
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Run every efficiency rule on every job now (what the periodic tasks do, at once)."
 
     def handle(self, *args, **options) -> None:

@@ -1,10 +1,9 @@
 import json
 
-from django.core.management.base import BaseCommand
-
 from governance.efficiency.models import Finding
 from governance.efficiency.rules import RULES
 from governance.efficiency.selectors import findings_visible
+from governance.lib.doors import AuditedCommand
 from governance.org.models import User
 
 
@@ -24,7 +23,7 @@ def finding_row(f: Finding) -> dict:
     }
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "List findings, most money first (as an admin sees them): the API's list on the command line."
 
     def add_arguments(self, parser) -> None:

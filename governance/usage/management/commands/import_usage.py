@@ -3,17 +3,18 @@ import sys
 from pathlib import Path
 
 import msgspec
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
 from collectors.records import BatchInvalid, decode_record_line
+from governance.lib.doors import AuditedCommand
 from governance.usage.services import usage_records_import
 
 CHUNK = 5000
 MAX_ERRORS = 20
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Import usage records (JSON Lines of job and sample records) through the ingest path."
 
     def add_arguments(self, parser):

@@ -1,9 +1,8 @@
-from django.core.management.base import BaseCommand
-
+from governance.lib.doors import AuditedCommand
 from governance.usage import partitions
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Sample partitions (PostgreSQL): create this month's and the next ones, apply SAMPLE_RETENTION_DAYS."
 
     def add_arguments(self, parser):
