@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 
+from governance.api.audit import audited_action
 from governance.costs.failures import pricing_failures_mark
 from governance.costs.marks import terms_changed
 from governance.costs.models import (
@@ -170,6 +171,7 @@ class PricingFailureAdmin(ReadOnlyAdmin):
     actions = ["retry"]
 
     @admin.action(description="Retry now (re-price these job-days)")
+    @audited_action
     def retry(self, request, queryset) -> None:
         marked = pricing_failures_mark(pks=queryset.values_list("pk", flat=True))
         self.message_user(request, f"{marked} job-days marked for re-pricing.")

@@ -15,8 +15,6 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 # Re-exported: callers import the budget alerts from here.
-from governance.api.models import AuditEntry
-from governance.api.services import audit_entry_record
 from governance.costs.budget_alerts import (  # noqa: F401
     DEFAULT_THRESHOLDS,
     AlertSent,
@@ -354,7 +352,7 @@ def statement_close(
     copy its ledger rows as the frozen statement. From then on it is read, never computed.
 
     Usage no rate card prices refuses the close (code `unpriced`, naming cluster, model and GPU-hours) unless
-    `accept_unpriced`: then what was accepted is kept on the close and in the audit log."""
+    `accept_unpriced`: then what was accepted is kept on the close, and so in the close's audit entry."""
     now = now or timezone.now()
     if month.end > now:
         raise ValidationError(MONTH_NOT_ENDED.format(month=month, end=month.end), code="not_ended")
@@ -370,14 +368,10 @@ def statement_close(
             if unpriced and not accept_unpriced:
                 found = "; ".join(str(u) for u in unpriced)
                 raise ValidationError(CLOSE_REFUSED.format(month=month, found=found), code="unpriced")
-            accepted = [u.as_record() for u in unpriced]
             close = MonthClose.objects.create(
-                month=month.start.date(), closed_by=user, terms=live_terms().snapshot(), unpriced_accepted=accepted,
-                invoice_id=invoice_id_for(month),
-            )
-            if accepted:
-                audit_entry_record(actor=user, token=None, action=AuditEntry.Action.CLOSE, instance=close,
-                                   changes={"unpriced_accepted": [None, accepted]})  # fmt: skip
+                month=month.start.date(), closed_by=user, terms=live_terms().snapshot(),
+                unpriced_accepted=[u.as_record() for u in unpriced], invoice_id=invoice_id_for(month),
+            )  # fmt: skip
             with connection.cursor() as cursor:
                 cursor.execute(FREEZE, [close.pk, month.start.date()])
     except IntegrityError:
