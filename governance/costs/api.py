@@ -120,7 +120,7 @@ class ChargebackView(APIView):
             ids = None  # finance and admins: every team, and the unattributed and unallocated lines
         closed = month_closed(month) is not None
         rows = [
-            {"month": str(c.month), "team": c.team, "gpu_hours": c.gpu_hours, "cost": to_cents(c.cost),
+            {"month": str(c.month), "team": c.team, "gpu_hours": c.gpu_hours, "cost": c.printed_cost,
              "currency": c.currency, "closed": closed}
             for c in chargeback_by_team(month=month, team_ids=ids)
         ]  # fmt: skip
