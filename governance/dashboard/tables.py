@@ -72,17 +72,21 @@ def groups_table(id: str, title: str, key: str, groups: list[Group], csv_url: st
 
 
 def jobs_table(id: str, title: str, jobs: list[JobCost], advice: dict[int, Advice], csv_url: str = "",
-               team: bool = True) -> Table:  # fmt: skip
+               team: bool = True, adds_up: bool = False) -> Table:  # fmt: skip
+    """Jobs, each rounded once as on its own page; `adds_up`: the list is every job under a total the page prints
+    (/me/), so its cost and idle cost are placed to add up to it."""
     headers = ["Job", *(["Team"] if team else []), "User", "Project", "GPU-hours", "Cost", "Idle cost", "Idle %",
                "The change that would save most", "Saving / month"]  # fmt: skip
     currency = jobs[0].currency if jobs else ""
     table = Table(id, title, headers, csv_url=csv_url, empty="No job was charged in this month.", currency=currency)
-    for j in jobs:
+    costs = printed([j.cost for j in jobs]) if adds_up else [to_cents(j.cost) for j in jobs]
+    idle = printed([j.idle_cost for j in jobs]) if adds_up else [to_cents(j.idle_cost) for j in jobs]
+    for j, cost, idle_cost in zip(jobs, costs, idle, strict=True):
         a = advice.get(j.job_pk)
         href = reverse("efficiency:job", args=[j.job_pk])
         table.rows.append([
             Cell(f"{j.cluster}/{j.job_ref}", href), *([Cell(j.team)] if team else []), Cell(j.user), Cell(j.project),
-            hours_cell(j.gpu_hours), money_cell(j.cost, j.currency), money_cell(j.idle_cost, j.currency),
+            hours_cell(j.gpu_hours), money_cell(cost, j.currency), money_cell(idle_cost, j.currency),
             pct_cell(j.idle_share),
             Cell(f"{a.title}: {a.advice}" if a else NO_ADVICE, f"{href}#finding-{a.finding_pk}" if a else ""),
             money_cell(a.saving if a else None, a.currency if a else j.currency),

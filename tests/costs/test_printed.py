@@ -190,3 +190,20 @@ def test_a_teams_table_csvs_hold_numbers_a_spreadsheet_can_sum_with_the_currency
         # 4 GPUs x 17 days x 24 h = 1,632 GPU-hours at 2.50: 4,080.00, above a thousand (no separator in a cell).
         assert sum(costs) == team["cost"] == Decimal("4080.00") and sum(hours) == Decimal("1632.0"), table
     assert_billing_invariants()
+
+
+@time_machine.travel(NOW, tick=False)
+def test_an_engineers_jobs_add_up_to_the_cost_of_their_month_as_printed(client, cast):
+    Cluster.objects.create(name="c1")
+    set_rate(H100, "1.00")
+    declare(4)
+    # Three jobs of 20 minutes on one GPU: a third of 1.00 each, 0.33 alone, and 1.00 together.
+    ingest([job(str(n), f"2026-11-0{n}T10:00:00Z", f"2026-11-0{n}T10:20:00Z") for n in (1, 2, 3)])
+    client.force_login(cast.alice)
+
+    page = client.get("/me/", {"month": "2026-11"})
+
+    costs = [row[4].data for row in page.context["table"].rows]
+    assert b'id="my-cost">1.00 USD' in page.content
+    assert sorted(costs) == [Decimal("0.33"), Decimal("0.33"), Decimal("0.34")]
+    assert_billing_invariants()

@@ -112,7 +112,8 @@ def me(request: HttpRequest) -> HttpResponse:
     context = {
         "month": month, "mine": mine, "previous": month.previous(),
         "next": month.next() if month.end <= timezone.now() else None,
-        "table": jobs_table("my-jobs", f"My jobs in {month}, costliest first", mine.jobs, mine.advice, team=False),
+        "table": jobs_table("my-jobs", f"My jobs in {month}, costliest first", mine.jobs, mine.advice, team=False,
+                           adds_up=True),
     }  # fmt: skip
     return render(request, "dashboard/me.html", context)
 
