@@ -202,8 +202,10 @@ def test_an_engineers_jobs_add_up_to_the_cost_of_their_month_as_printed(client, 
     client.force_login(cast.alice)
 
     page = client.get("/me/", {"month": "2026-11"})
+    api = client.get("/api/v1/me/month/", {"month": "2026-11"}).json()
 
     costs = [row[4].data for row in page.context["table"].rows]
-    assert b'id="my-cost">1.00 USD' in page.content
+    assert b'id="my-cost">1.00 USD' in page.content and api["cost"] == "1.00"
     assert sorted(costs) == [Decimal("0.33"), Decimal("0.33"), Decimal("0.34")]
+    assert [Decimal(j["cost"]) for j in api["jobs"]] == costs
     assert_billing_invariants()
