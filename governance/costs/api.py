@@ -35,7 +35,7 @@ from governance.costs.selectors import chargeback_by_team, month_closed, unattri
 from governance.costs.services import (
     statement_close,
 )
-from governance.lib.money import to_cents
+from governance.lib.money import printed
 from governance.lib.months import Month
 from governance.org.auth import signed_in_user
 from governance.org.models import User
@@ -307,6 +307,8 @@ class UnattributedView(generics.GenericAPIView):
         query.is_valid(raise_exception=True)
         text = query.validated_data.get("month")
         month = Month.parse(text) if text else Month.of(timezone.now())
-        rows = [{**vars(r), "cost": to_cents(r.cost)} for r in unattributed(month=month)]
+        found = unattributed(month=month)
+        # Placed over every row as /costs/unattributed/ prints them, whatever page of them this is.
+        rows = [{**vars(r), "cost": cost} for r, cost in zip(found, printed([r.cost for r in found]), strict=True)]
         page: list[dict] | None = self.paginate_queryset(rows)  # type: ignore[arg-type]  # DRF pages lists too
         return self.get_paginated_response(UnattributedSerializer(page, many=True).data)

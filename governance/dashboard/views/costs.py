@@ -256,6 +256,7 @@ def unattributed_month(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("Only finance and admins see what no team was billed.")
     month = _month(request)
     rows = unattributed(month=month)
-    context = {"month": month, "rows": rows, "total": sum((r.cost for r in rows), ZERO),
-               "closed": month_closed(month)}  # fmt: skip
+    costs = printed([r.cost for r in rows])
+    context = {"month": month, "rows": list(zip(rows, costs, strict=True)), "total": sum(costs, ZERO),
+               "currency": rows[0].currency if rows else "", "closed": month_closed(month)}  # fmt: skip
     return render(request, "costs/unattributed.html", context)
