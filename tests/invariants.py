@@ -4,6 +4,8 @@
   closed month also frozen lines + the corrections that landed for it = the month re-priced under its terms.
 - A closed month never moves: its frozen totals per team are the same before and after any change.
 - Corrections carry a month and a reason, and no correction row is zero.
+- Money adds up as printed: per billed month the statement's printed lines sum to its printed total, which is the
+  exact total rounded, and each team's printed breakdowns sum to the team's printed line (the pages' own builders).
 - Waste is a partition of the bill: the findings' waste of a job is at most the job's usage charges, and of a
   team at most the team's.
 """
@@ -20,6 +22,7 @@ from governance.costs.selectors import reconcile
 from governance.lib.money import to_cents
 from governance.lib.months import Month
 
+TWO_CENTS = Decimal("0.02")
 ClosedTotals = dict[tuple[str, int | None, str], Decimal]
 
 
@@ -65,6 +68,45 @@ def assert_corrections_well_formed() -> None:
         assert not zero.exists(), "a zero correction row was written"
 
 
+def assert_printed_totals_add_up() -> None:
+    """Through the builders the pages use: the finance month's table, and each team's lines and project table."""
+    from governance.costs.breakdowns import cost_by
+    from governance.costs.selectors import team_breakdown
+    from governance.dashboard.tables import groups_table
+    from governance.dashboard.views.costs import _finance_context, printed_lines
+
+    for month in months_billed():
+        page = _finance_context(month)
+        lines = [c for c, *_ in page["rows"]]
+        exact = sum((c.cost for c in lines), Decimal(0))
+        assert page["total"] == sum(c.printed_cost for c in lines) == to_cents(exact), f"{month}: total {page['total']}"
+        corrections = page["corrections"]
+        assert page["corrections_total"] == to_cents(sum((c.cost for c in corrections), Decimal(0))), f"{month}"
+        for line in lines:
+            if line.team_id is None:
+                continue
+            breakdown = team_breakdown(month=month, team_id=line.team_id)
+            groups = cost_by(month=month, team_ids=[line.team_id], by="project")
+            # The breakdowns cover the team's line (a missing row would hide in the placed cents otherwise) ...
+            for name, exact_parts in [
+                ("lines", [a[1] for a in breakdown.lines.values()]),
+                ("projects", [g.cost for g in groups]),
+            ]:
+                assert to_cents(sum(exact_parts, Decimal(0))) == to_cents(line.cost), f"{month} {line.team}: {name}"
+            # ... and, printed, add up to it, each within a cent or two of its exact amount.
+            team_lines = printed_lines(breakdown, line)
+            table = groups_table("projects", "", "", groups, printed_as=(line.printed_cost, line.printed_idle_cost))
+            assert sum(amounts[1] for _, amounts in team_lines) == line.printed_cost, f"{month} {line.team}: lines"
+            assert sum(row[2].data or 0 for row in table.rows) == line.printed_cost, f"{month} {line.team}: projects"
+            assert sum(row[3].data or 0 for row in table.rows) == line.printed_idle_cost, f"{month} {line.team}: idle"
+            off = [
+                g.key
+                for g, row in zip(groups, table.rows, strict=True)
+                if abs((row[2].data or 0) - g.cost) >= TWO_CENTS
+            ]
+            assert not off, f"{month} {line.team}: printed more than two cents from exact: {off}"
+
+
 def assert_waste_within_bill() -> dict[str, dict]:
     """Per job and per team, the findings' waste against the ledger's usage charges; returns both for reports."""
     from governance.efficiency.models import Finding
@@ -87,5 +129,6 @@ def assert_waste_within_bill() -> dict[str, dict]:
 def assert_billing_invariants(before: ClosedTotals | None = None) -> None:
     assert_every_month_reconciles()
     assert_corrections_well_formed()
+    assert_printed_totals_add_up()
     if before is not None:
         assert_closed_unchanged(before)

@@ -34,7 +34,7 @@ from governance.costs.services import (
     statement_close,
 )
 from governance.costs.unpriced import unpriced_usage
-from governance.lib.money import to_cents
+from governance.lib.money import printed
 from governance.lib.months import Month
 from governance.org.auth import signed_in_user
 from governance.org.models import User
@@ -119,7 +119,7 @@ class ChargebackView(APIView):
             ids = None  # finance and admins: every team, and the unattributed and unallocated lines
         closed = month_closed(month) is not None
         rows = [
-            {"month": str(c.month), "team": c.team, "gpu_hours": c.gpu_hours, "cost": to_cents(c.cost),
+            {"month": str(c.month), "team": c.team, "gpu_hours": c.gpu_hours, "cost": c.printed_cost,
              "currency": c.currency, "closed": closed}
             for c in chargeback_by_team(month=month, team_ids=ids)
         ]  # fmt: skip
@@ -320,7 +320,9 @@ class UnattributedView(generics.GenericAPIView):
         query.is_valid(raise_exception=True)
         text = query.validated_data.get("month")
         month = Month.parse(text) if text else Month.of(timezone.now())
-        rows = [{**vars(r), "cost": to_cents(r.cost)} for r in unattributed(month=month)]
+        found = unattributed(month=month)
+        # Placed over every row as /costs/unattributed/ prints them, whatever page of them this is.
+        rows = [{**vars(r), "cost": cost} for r, cost in zip(found, printed([r.cost for r in found]), strict=True)]
         page: list[dict] | None = self.paginate_queryset(rows)  # type: ignore[arg-type]  # DRF pages lists too
         response = self.get_paginated_response(UnattributedSerializer(page, many=True).data)
         response.data["unpriced"] = [u.as_record() for u in unpriced_usage(month=month)]

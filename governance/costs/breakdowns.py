@@ -11,8 +11,9 @@ from decimal import Decimal
 
 from django.db.models import Max, Q, Sum
 
-from governance.costs.ledger import UNALLOCATED, UNATTRIBUTED, ZERO, line_name
+from governance.costs.ledger import UNATTRIBUTED, ZERO, line_name
 from governance.costs.selectors import _currency, month_rows, sku
+from governance.lib.money import printed
 from governance.lib.months import Month
 
 GROUPS = {"project": ("project_name",), "user": ("user_name",), "model": ("gpu_model", "mig_profile")}
@@ -55,49 +56,6 @@ class JobCost:
     @property
     def idle_share(self) -> Decimal | None:
         return self.idle_cost / self.cost if self.cost else None
-
-
-@dataclass(frozen=True)
-class TeamTotal:
-    """A team's month (or the unattributed jobs', or the unallocated line's), on one cluster or all."""
-
-    month: Month
-    team_id: int | None
-    team: str
-    gpu_hours: Decimal
-    cost: Decimal
-    idle_cost: Decimal
-    currency: str
-
-    @property
-    def unallocated(self) -> bool:
-        return self.team == UNALLOCATED
-
-
-def team_totals(
-    *, month: Month, team_ids: Iterable[int | None] | None = None, cluster_name: str | None = None
-) -> list[TeamTotal]:
-    """Per team the month's cost and idle cost (corrections and shares included), as the statement adds them;
-    the unallocated line (where team_ids allows None) is its own row. One query."""
-    rows = month_rows(month, team_ids)
-    if cluster_name:
-        rows = rows.filter(cluster_name=cluster_name)
-    totals = (
-        rows.values("team_id", "kind")
-        .annotate(name=Max("team_name"), h=Sum("gpu_hours"), c=Sum("cost"), i=Sum("idle_cost"), cur=Max("currency"))
-        .order_by()
-    )
-    merged: dict[tuple[int | None, str], list] = {}
-    for r in totals:
-        name = r["name"] or UNATTRIBUTED
-        if r["team_id"] is None:
-            name = UNALLOCATED if r["kind"] == "unallocated" else UNATTRIBUTED
-        entry = merged.setdefault((r["team_id"], name), [ZERO, ZERO, ZERO, r["cur"]])
-        entry[0] += r["h"] or ZERO
-        entry[1] += r["c"] or ZERO
-        entry[2] += r["i"] or ZERO
-    out = [TeamTotal(month, tid, name, h, c, i, cur) for (tid, name), (h, c, i, cur) in merged.items()]
-    return sorted(out, key=lambda t: (t.unallocated, t.team))
 
 
 def _label(by: str, row: dict) -> str:
@@ -186,3 +144,48 @@ def job_charges(*, job_id: int) -> JobCost | None:
 
 def month_has_rows(month: Month) -> bool:
     return month_rows(month).exists()
+
+
+@dataclass(frozen=True)
+class Correction:
+    """Corrections a month carries for one closed month, one team (or line) and one reason, with their jobs."""
+
+    corrects: Month
+    team_id: int | None
+    team: str
+    reason: str
+    gpu_hours: Decimal
+    cost: Decimal
+    printed_cost: Decimal
+    currency: str
+    jobs: list[tuple[int, str]]  # (job pk, "cluster/job") of the jobs corrected, at most JOBS_NAMED
+
+
+JOBS_NAMED = 20
+
+
+def corrections_landing(*, month: Month) -> list[Correction]:
+    """The corrections billed in `month` (those that will land in it while it is open), by the month they correct,
+    team and reason, costliest first; printed to the cent so they add up to their printed total."""
+    rows = month_rows(month).filter(kind="adjustment")
+    grouped = (
+        rows.values("corrects", "team_id", "team_name", "reason", "job_id", "job_ref", "cluster_name")
+        .annotate(h=Sum("gpu_hours"), c=Sum("cost"), cur=Max("currency"))
+        .order_by("corrects", "team_name", "reason", "job_ref")
+    )
+    groups: dict[tuple, list] = {}
+    for r in grouped:
+        entry = groups.setdefault(
+            (r["corrects"], r["team_id"], r["team_name"], r["reason"]), [ZERO, ZERO, r["cur"], []]
+        )
+        entry[0] += r["h"] or ZERO
+        entry[1] += r["c"] or ZERO
+        if r["job_id"] is not None and len(entry[3]) < JOBS_NAMED:
+            entry[3].append((r["job_id"], f"{r['cluster_name']}/{r['job_ref']}"))
+    ordered = sorted(groups.items(), key=lambda item: (item[0][0], -item[1][1], item[0][2], item[0][3]))
+    cents = printed([amounts[1] for _, amounts in ordered])
+    return [
+        Correction(corrects=Month(first.year, first.month), team_id=team_id, team=name or UNATTRIBUTED, reason=reason,
+                   gpu_hours=h, cost=c, printed_cost=cents[n], currency=cur, jobs=jobs)
+        for n, ((first, team_id, name, reason), (h, c, cur, jobs)) in enumerate(ordered)
+    ]  # fmt: skip

@@ -1,10 +1,9 @@
-"""CSV rendering of chargeback rows, streamed row by row."""
+"""CSV rendering of chargeback rows, streamed row by row: each team's cost as its statement line prints it."""
 
 import csv
 from collections.abc import Iterable, Iterator
 
 from governance.costs.selectors import TeamCharge
-from governance.lib.money import to_cents
 
 TEAM_MONTH_HEADER = ["month", "team", "gpu_hours", "cost", "currency"]
 
@@ -18,4 +17,4 @@ def team_month_csv(charges: Iterable[TeamCharge]) -> Iterator[str]:
     writer = csv.writer(_Echo(), lineterminator="\n")
     yield writer.writerow(TEAM_MONTH_HEADER)
     for c in charges:
-        yield writer.writerow([str(c.month), c.team, f"{c.gpu_hours:.4f}", f"{to_cents(c.cost)}", c.currency])
+        yield writer.writerow([str(c.month), c.team, f"{c.gpu_hours:.4f}", f"{c.printed_cost}", c.currency])

@@ -20,7 +20,7 @@ from governance.costs.corrections import closed_months
 from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO, line_name
 from governance.costs.models import CapacityDay, Charge, MonthClose, StatementLine
 from governance.costs.unpriced import unpriced_problems
-from governance.lib.money import to_cents
+from governance.lib.money import printed, to_cents
 from governance.lib.months import Month
 
 __all__ = [
@@ -117,6 +117,8 @@ def statement_charges(
 
 @dataclass(frozen=True)
 class TeamCharge:
+    """A team's month (or the unattributed jobs', or the unallocated line's): exact sums, and the cents printed."""
+
     month: Month
     team_id: int | None
     team: str
@@ -124,16 +126,27 @@ class TeamCharge:
     cost: Decimal
     idle_cost: Decimal
     currency: str
+    printed_cost: Decimal = ZERO
+    printed_idle_cost: Decimal = ZERO
+
+    @property
+    def unallocated(self) -> bool:
+        return self.team_id is None and self.team == UNALLOCATED
 
 
 def _currency(rows: QuerySet) -> str:
     return rows.aggregate(c=Max("currency"))["c"] or settings.GOVERNANCE_DEFAULT_CURRENCY
 
 
-def chargeback_by_team(*, month: Month, team_ids: Iterable[int | None] | None = None) -> list[TeamCharge]:
-    """Per team (by id; the unattributed jobs and the unallocated line under None), the month's GPU-hours, cost
-    and idle cost, corrections included."""
-    rows = month_rows(month, team_ids)
+def chargeback_by_team(
+    *, month: Month, team_ids: Iterable[int | None] | None = None, cluster_name: str | None = None
+) -> list[TeamCharge]:
+    """Per team (by id; the unattributed jobs and the unallocated line under None, by name), the month's GPU-hours,
+    cost and idle cost, corrections included: the statement's lines. The printed cents are placed over every line
+    of the month (or of the cluster), whatever `team_ids` keeps, so a team's figure is the same on every page."""
+    rows = month_rows(month)
+    if cluster_name:
+        rows = rows.filter(cluster_name=cluster_name)
     currency = _currency(rows)
     totals = (
         rows.values("team_id", "team_name")
@@ -149,12 +162,17 @@ def chargeback_by_team(*, month: Month, team_ids: Iterable[int | None] | None = 
         entry[0] += r["hours"] or ZERO
         entry[1] += r["cost"] or ZERO
         entry[2] += r["idle"] or ZERO
-    out = [
-        TeamCharge(month=month, team_id=team_id, team=name or names.get(team_id, ""), gpu_hours=h, cost=c,
-                   idle_cost=i, currency=currency)
-        for (team_id, name), (h, c, i) in merged.items()
+    lines = sorted(((name or names.get(team_id, ""), team_id or 0, team_id, amounts)
+                    for (team_id, name), amounts in merged.items()), key=lambda line: line[:2])  # fmt: skip
+    costs = printed([a[1] for *_, a in lines])
+    idle = printed([a[2] for *_, a in lines])
+    wanted = None if team_ids is None else set(team_ids)
+    return [
+        TeamCharge(month=month, team_id=team_id, team=name, gpu_hours=h, cost=c, idle_cost=i, currency=currency,
+                   printed_cost=costs[n], printed_idle_cost=idle[n])
+        for n, (name, _, team_id, (h, c, i)) in enumerate(lines)
+        if wanted is None or team_id in wanted
     ]  # fmt: skip
-    return sorted(out, key=lambda c: (c.team, c.team_id or 0))
 
 
 def chargeback_months(*, months: list[Month], team_ids: Iterable[int | None] | None = None) -> list[TeamCharge]:

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from governance.api.auth import HasReadScope
 from governance.dashboard.me import my_month
-from governance.lib.money import to_cents
+from governance.lib.money import printed, to_cents
 from governance.lib.months import Month
 from governance.org.auth import signed_in_user
 
@@ -67,11 +67,13 @@ class MyMonthView(APIView):
         month = Month.parse(text) if text else Month.of(timezone.now())
         mine = my_month(user=signed_in_user(request), month=month)
         jobs = []
-        for j in mine.jobs:
+        # Every job of the month under its total: placed to add up to it, as /me/ prints them.
+        costs, idle = printed([j.cost for j in mine.jobs]), printed([j.idle_cost for j in mine.jobs])
+        for j, cost, idle_cost in zip(mine.jobs, costs, idle, strict=True):
             a = mine.advice.get(j.job_pk)
             jobs.append({
                 "job_pk": j.job_pk, "job_id": j.job_ref, "cluster": j.cluster, "team": j.team, "project": j.project,
-                "gpu_hours": j.gpu_hours, "cost": to_cents(j.cost), "idle_cost": to_cents(j.idle_cost),
+                "gpu_hours": j.gpu_hours, "cost": cost, "idle_cost": idle_cost,
                 "advice": None if a is None else {"finding_id": a.finding_pk, "rule": a.rule, "title": a.title,
                                                   "advice": a.advice, "saving": a.saving},
             })  # fmt: skip

@@ -8,7 +8,8 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from governance.costs.breakdowns import jobs_month, team_totals
+from governance.costs.breakdowns import jobs_month
+from governance.costs.selectors import chargeback_by_team
 from governance.dashboard import selectors
 from governance.dashboard.figures.costs import CostPoint, cost_per_team_per_month
 from governance.dashboard.figures.heatmap import gpu_heatmap
@@ -76,14 +77,15 @@ def overview_charts(f: Filters, user: User) -> tuple[list[Chart], dict]:
     # Money from the ledger (the statement's rows), so every total here is the statement's for the same filters.
     team_ids, job_scope = _money_scope(user, f.team)
     cluster = f.cluster.name if f.cluster else None
-    charges = [t for m in f.months for t in team_totals(month=m, team_ids=team_ids, cluster_name=cluster)]
+    charges = [t for m in f.months for t in chargeback_by_team(month=m, team_ids=team_ids, cluster_name=cluster)]
     month = [t for t in charges if t.month == f.month]
     currency = next((t.currency for t in charges if t.currency), settings.GOVERNANCE_DEFAULT_CURRENCY)
     teams_month = [t for t in month if not t.unallocated]
-    idle_rows = [IdleRow(t.team, t.cost, float(t.idle_cost / t.cost) if t.cost else 0.0) for t in teams_month]
-    total = sum((t.cost for t in month), Decimal(0))
-    unallocated = sum((t.cost for t in month if t.unallocated), Decimal(0))
-    idle_total = sum((t.idle_cost for t in month), Decimal(0))
+    idle_rows = [IdleRow(t.team, t.printed_cost, float(t.idle_cost / t.cost) if t.cost else 0.0) for t in teams_month]
+    # The statement's printed lines, so the headline is the sum of what the finance and team pages print.
+    total = sum((t.printed_cost for t in month), Decimal(0))
+    unallocated = sum((t.printed_cost for t in month if t.unallocated), Decimal(0))
+    idle_total = sum((t.printed_idle_cost for t in month), Decimal(0))
 
     waits = selectors.queue_waits(user=user, start=f.start, end=f.end, cluster_id=f.cluster_id, team=f.team)
     waste = jobs_month(month=f.month, cluster_name=cluster, order="idle", **job_scope)
@@ -101,7 +103,7 @@ def overview_charts(f: Filters, user: User) -> tuple[list[Chart], dict]:
         Chart(
             "cost-per-team",
             cost_per_team_per_month(
-                [CostPoint(str(c.month), c.team, c.cost) for c in charges if not c.unallocated], currency
+                [CostPoint(str(c.month), c.team, c.printed_cost) for c in charges if not c.unallocated], currency
             ),
             "No cost in the six months up to this one. Check that rate cards exist for your GPU models.",
         ),

@@ -11,6 +11,7 @@ from decimal import Decimal
 from governance.lib.money import to_cents
 
 UNKNOWN = "n/a"
+HOURS_UNIT = Decimal("0.1")  # hours are printed to one decimal: tables place their tenths with money.printed
 
 
 def _decimal(value: Decimal | float | int) -> Decimal:

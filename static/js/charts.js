@@ -12,8 +12,14 @@
     return text.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
   }
 
+  // Chart times are UTC written for the axis ("2026-11-03 10:00"); the CSV holds them as ISO 8601 UTC.
+  const AXIS_TIME = /^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2})(:\d{2})?$/;
+
   function cell(value) {
     if (value === null || value === undefined) return "";
+    if (typeof value === "string" && AXIS_TIME.test(value)) {
+      return value.replace(AXIS_TIME, (_, day, time, seconds) => day + "T" + time + (seconds || ":00") + "Z");
+    }
     let text = Array.isArray(value) ? value.join(" | ") : String(value);
     if (typeof value === "string" || Array.isArray(value)) {
       text = label(text);

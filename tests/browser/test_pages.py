@@ -1,6 +1,7 @@
 import csv
 import io
 import json
+import re
 from decimal import Decimal
 
 import pytest
@@ -61,7 +62,16 @@ def test_a_filter_change_redraws_the_chart_and_keeps_it_in_the_link(page, live_s
     assert "team=vision" in page.url and "month=2026-11" in page.url
 
 
+def _iso(text: str) -> str:
+    """A chart's axis time ("2026-11-03 10:00", UTC) as the CSV writes it: ISO 8601 UTC."""
+    return re.sub(r"^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2})$", r"\1T\2:00Z", text)
+
+
 def _screen_rows(page, chart_id: str) -> list[list[str]]:
+    return [[_iso(cell) for cell in row] for row in _screen_cells(page, chart_id)]
+
+
+def _screen_cells(page, chart_id: str) -> list[list[str]]:
     return page.evaluate(
         """(id) => document.getElementById(id).data.flatMap((t) => t.type === "heatmap"
             ? t.y.flatMap((y, i) => t.x.map((x, j) => [t.name, String(y), String(x), t.z[i][j]]))

@@ -96,5 +96,10 @@ def test_finance_reads_the_worklist_page_and_api_and_an_engineer_cannot(client, 
     )
 
     assert page.status_code == 200 and b"ml-serving" in page.content and b"Map to a project" in page.content
+    assert [(r.account, cost) for r, cost in page.context["rows"]] == [
+        ("ml-serving", Decimal("12.00")),
+        ("chem", Decimal("2.00")),
+    ]
+    assert b'id="unattributed-total">14.00 USD' in page.content
     assert [(r["account"], r["cost"]) for r in api.json()["results"]] == [("ml-serving", "12.00"), ("chem", "2.00")]
     assert refused == (403, 403)

@@ -77,7 +77,7 @@ def test_finance_sees_all_teams_reconciles_and_closes_with_the_button(client, ca
     page = client.get("/costs/", {"month": "2026-11"})
     closed = client.post("/costs/close/2026-11/", follow=True)
 
-    assert [c.team for c, _ in page.context["rows"]] == ["(unallocated)", "NLP", "Vision"]
+    assert [c.team for c, *_ in page.context["rows"]] == ["(unallocated)", "NLP", "Vision"]
     assert b'id="close-month"' in page.content and page.context["reconciliation"].ok
     assert MonthClose.objects.filter(closed_by=cast.finance).exists()
     assert b"frozen" in closed.content and b'id="close-month"' not in closed.content

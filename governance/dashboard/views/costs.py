@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,12 +14,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from governance.costs.anomalies import team_anomalies
+from governance.costs.breakdowns import corrections_landing, jobs_month, month_has_rows
 from governance.costs.breakdowns import cost_by as ledger_cost_by
-from governance.costs.breakdowns import jobs_month, month_has_rows
 from governance.costs.focus import focus_csv
 from governance.costs.models import Budget
 from governance.costs.selectors import (
     ZERO,
+    Breakdown,
+    TeamCharge,
     chargeback_by_team,
     month_closed,
     reconcile,
@@ -33,6 +37,8 @@ from governance.dashboard.footprint import footprint_panel
 from governance.dashboard.forecasts import forecast_panel
 from governance.dashboard.tables import Table, groups_table, jobs_table, table_csv
 from governance.efficiency.selectors import findings_visible
+from governance.lib.format import HOURS_UNIT
+from governance.lib.money import printed
 from governance.lib.months import Month
 from governance.org.auth import signed_in_user
 from governance.org.models import Team
@@ -66,17 +72,24 @@ def month_home(request: HttpRequest) -> HttpResponse:
 
 
 def _finance_context(month: Month) -> dict:
+    """The statement as printed: each team's line rounded once, the totals the sums of the printed lines."""
     charges = chargeback_by_team(month=month)
     slugs = dict(Team.objects.values_list("pk", "slug"))
+    hours = printed([c.gpu_hours for c in charges], unit=HOURS_UNIT)
+    corrections = corrections_landing(month=month)
     closed = month_closed(month)
     ended = month.end <= timezone.now()
     has_rows = month_has_rows(month)
     return {
         "month": month,
-        "rows": [(c, slugs.get(c.team_id) if c.team_id is not None else None) for c in charges],
-        "total": sum((c.cost for c in charges), ZERO),
-        "gpu_hours": sum((c.gpu_hours for c in charges), ZERO),
+        "rows": [
+            (c, slugs.get(c.team_id) if c.team_id is not None else None, h) for c, h in zip(charges, hours, strict=True)
+        ],
+        "total": sum((c.printed_cost for c in charges), ZERO),
+        "gpu_hours": sum(hours, ZERO),
         "currency": charges[0].currency if charges else settings.GOVERNANCE_DEFAULT_CURRENCY,
+        "corrections": corrections,
+        "corrections_total": sum((c.printed_cost for c in corrections), ZERO),
         "closed": closed,
         "ended": ended,
         "has_rows": has_rows,
@@ -105,26 +118,46 @@ def _team(request: HttpRequest, slug: str, *, detail: bool) -> Team:
 TEAM_TABLES = ("projects", "users", "models", "top-cost", "top-idle")
 
 
-def team_tables(team: Team, month: Month) -> dict[str, Table]:
-    """The team page's tables, each also a CSV at /costs/team/<slug>/<id>.csv?month=."""
+def team_line(team: Team, month: Month) -> TeamCharge | None:
+    """The team's line on the month's statement: its cost and idle cost as every page and CSV prints them."""
+    return next(iter(chargeback_by_team(month=month, team_ids=[team.pk])), None)
+
+
+def team_tables(team: Team, month: Month, line: TeamCharge | None = None) -> dict[str, Table]:
+    """The team page's tables, each also a CSV at /costs/team/<slug>/<id>.csv?month=; the breakdowns add up to the
+    team's printed line."""
 
     def url(name: str) -> str:
         return f"{reverse('costs:team-table', args=[team.slug, name])}?month={month}"
 
+    def groups(id: str, title: str, key: str, by: str) -> Table:
+        rows = ledger_cost_by(month=month, team_ids=ids, by=by)
+        return groups_table(id, title, key, rows, url(id), printed_as=printed_as)
+
+    line = line or team_line(team, month)
+    printed_as = (line.printed_cost, line.printed_idle_cost) if line else None
     ids = [team.pk]
     top_cost = jobs_month(month=month, team_ids=ids, order="cost")
     top_idle = jobs_month(month=month, team_ids=ids, order="idle")
     advice = leading_advice(job_ids={j.job_pk for j in [*top_cost, *top_idle]})
     return {
-        "projects": groups_table("projects", "Cost by project", "Project",
-                                 ledger_cost_by(month=month, team_ids=ids, by="project"), url("projects")),
-        "users": groups_table("users", "Cost by user", "User", ledger_cost_by(month=month, team_ids=ids, by="user"),
-                              url("users")),
-        "models": groups_table("models", "Cost by GPU model", "GPU model",
-                               ledger_cost_by(month=month, team_ids=ids, by="model"), url("models")),
+        "projects": groups("projects", "Cost by project", "Project", "project"),
+        "users": groups("users", "Cost by user", "User", "user"),
+        "models": groups("models", "Cost by GPU model", "GPU model", "model"),
         "top-cost": jobs_table("top-cost", "Top jobs by cost", top_cost, advice, url("top-cost"), team=False),
         "top-idle": jobs_table("top-idle", "Top jobs by idle cost", top_idle, advice, url("top-idle"), team=False),
-    }  # fmt: skip
+    }
+
+
+def printed_lines(b: Breakdown, line: TeamCharge | None) -> list[tuple[tuple[str, str], list[Decimal]]]:
+    """The team's lines (project x GPU model) with hours, cost and idle cost as printed: they add up to its line."""
+    keys = sorted(b.lines)
+    columns = [
+        printed([b.lines[k][0] for k in keys], unit=HOURS_UNIT),
+        printed([b.lines[k][1] for k in keys], line.printed_cost if line else None),
+        printed([b.lines[k][2] for k in keys], line.printed_idle_cost if line else None),
+    ]
+    return [(k, [column[n] for column in columns]) for n, k in enumerate(keys)]
 
 
 @login_required
@@ -133,12 +166,14 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
     month = _month(request)
     detail = can_see_team_detail(user=signed_in_user(request), team=team)
     breakdown = team_breakdown(month=month, team_id=team.pk)
+    line = team_line(team, month)
     budget = Budget.objects.filter(team=team, month=month.start.date()).first()
     context = {
         "team": team, "month": month, "b": breakdown, "detail": detail, "budget": budget,
         "previous": month.previous(), "next": month.next() if month.end <= timezone.now() else None,
         "efficiency": breakdown.used_gpu_hours / breakdown.gpu_hours if breakdown.gpu_hours else None,
         "budget_share": breakdown.cost / budget.amount if budget and budget.amount else None,
+        "cost": line.printed_cost if line else ZERO, "idle_cost": line.printed_idle_cost if line else ZERO,
     }  # fmt: skip
     context["footprint"] = footprint_panel(month=month, team_ids=[team.pk])
     context["anomalies"] = team_anomalies(team_id=team.pk, first=month.start.date(), last=month.end.date())
@@ -160,8 +195,8 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
             by_project=cost_by("project", breakdown.by_project, breakdown.currency),
             by_model=cost_by("GPU model", breakdown.by_model, breakdown.currency),
             trend=cost_trend(trend, breakdown.currency),
-            lines=sorted(breakdown.lines.items()),
-            tables=list(team_tables(team, month).values()),
+            lines=printed_lines(breakdown, line),
+            tables=list(team_tables(team, month, line).values()),
             findings_count=findings.count(),
             finding_groups=group_by_job(findings[:60]),
         )
@@ -224,6 +259,8 @@ def unattributed_month(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("Only finance and admins see what no team was billed.")
     month = _month(request)
     rows = unattributed(month=month)
-    context = {"month": month, "rows": rows, "total": sum((r.cost for r in rows), ZERO),
-               "closed": month_closed(month), "unpriced": unpriced_usage(month=month)}  # fmt: skip
+    costs = printed([r.cost for r in rows])
+    context = {"month": month, "rows": list(zip(rows, costs, strict=True)), "total": sum(costs, ZERO),
+               "currency": rows[0].currency if rows else "", "closed": month_closed(month),
+               "unpriced": unpriced_usage(month=month)}  # fmt: skip
     return render(request, "costs/unattributed.html", context)

@@ -20,6 +20,7 @@ from governance.dashboard.footprint import footprint_panel
 from governance.dashboard.forecasts import forecast_panel
 from governance.dashboard.me import my_month
 from governance.dashboard.tables import jobs_table
+from governance.dashboard.views.costs import last_complete_month
 from governance.lib.months import Month
 from governance.lib.text import csv_safe
 from governance.org.auth import signed_in_user
@@ -84,13 +85,17 @@ def is_engineer(user: User) -> bool:
 
 
 class LoginView(auth_views.LoginView):
-    """Engineers land on their own month; everyone else on the overview (or where they were going)."""
+    """Engineers land on their own month, finance on the statement of the last complete month; everyone else on
+    the overview (or where they were going)."""
 
     def get_success_url(self) -> str:
         url = super().get_success_url()
-        if url in ("", "/", resolve_url(settings.LOGIN_REDIRECT_URL)) and is_engineer(signed_in_user(self.request)):
-            return reverse("dashboard:me")
-        return url
+        if url not in ("", "/", resolve_url(settings.LOGIN_REDIRECT_URL)):
+            return url
+        user = signed_in_user(self.request)
+        if user.role == User.Role.FINANCE:
+            return f"{reverse('costs:month')}?month={last_complete_month()}"
+        return reverse("dashboard:me") if is_engineer(user) else url
 
 
 def _month(request: HttpRequest) -> Month:
@@ -107,7 +112,8 @@ def me(request: HttpRequest) -> HttpResponse:
     context = {
         "month": month, "mine": mine, "previous": month.previous(),
         "next": month.next() if month.end <= timezone.now() else None,
-        "table": jobs_table("my-jobs", f"My jobs in {month}, costliest first", mine.jobs, mine.advice, team=False),
+        "table": jobs_table("my-jobs", f"My jobs in {month}, costliest first", mine.jobs, mine.advice, team=False,
+                           adds_up=True),
     }  # fmt: skip
     return render(request, "dashboard/me.html", context)
 

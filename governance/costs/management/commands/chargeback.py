@@ -34,7 +34,7 @@ class Command(AuditedCommand):
         currency = totals[0].currency if totals else ""
         self.stdout.write(f"{'team':<24} {'GPU-hours':>12} {'cost':>14} {'idle cost':>14}  {month}")
         for c in totals:
-            hours, cost, idle = to_cents(c.gpu_hours), to_cents(c.cost), to_cents(c.idle_cost)
+            hours, cost, idle = to_cents(c.gpu_hours), c.printed_cost, c.printed_idle_cost
             self.stdout.write(f"{c.team:<24} {hours:>12} {cost:>14} {idle:>14}  {currency}")
-        grand = sum((c.cost for c in totals), Decimal(0))
-        self.stdout.write(f"{'total':<24} {'':>12} {to_cents(grand):>14}  {currency}")
+        grand = sum((c.printed_cost for c in totals), Decimal(0))  # the printed lines, as the statement adds them
+        self.stdout.write(f"{'total':<24} {'':>12} {grand:>14}  {currency}")
