@@ -118,15 +118,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT_S", 3))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Throttle counters (API rates, invalid bearer tokens) live here. LocMem is per process: production sets
-# CACHE_URL (or REDIS_URL) to a Redis database of its own so that every web worker counts together.
+# Throttle counters (API rates, invalid bearer tokens) live here, shared by every web worker and process: in
+# the database (table gg_cache, made by the api app's migrations) unless CACHE_URL (or REDIS_URL) names a Redis
+# database of its own, which takes that load off the database.
 CACHE_URL = env_str("CACHE_URL") or env_str("REDIS_URL")
 if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"CACHE_URL {CACHE_URL!r} is not a Redis URL (redis://host:6379/1)")
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
     if CACHE_URL
-    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "gpu-governance"}
+    else {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "gg_cache"}
 }
 
 # --- Sign-in ------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ class BoundedDateTimeField(serializers.DateTimeField):
 class MonthField(serializers.CharField):
     """'YYYY-MM' of a year from 1970 to 2199 (lib.months.Month.parse decides); the text is kept as given."""
 
-    def to_internal_value(self, data: object) -> str:
+    def to_internal_value(self, data: str) -> str:
         text = super().to_internal_value(data)
         try:
             Month.parse(text)
