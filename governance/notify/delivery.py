@@ -1,4 +1,5 @@
-"""Sending one outbox message: generic JSON to http(s) URLs, signed; Slack, Teams, email and the rest via apprise.
+"""Sending one outbox message: generic JSON to http(s) URLs, signed; Slack, Teams, email and the rest via apprise
+(as plain text, which each service escapes for its own markup).
 
 The signature is HMAC-SHA256 over `<timestamp>.<body>` with GOVERNANCE_NOTIFY_SECRET, sent as
 `X-GG-Signature: sha256=<hex>` beside `X-GG-Timestamp: <unix seconds>`: a receiver recomputes it and refuses
@@ -54,7 +55,10 @@ def _apprise(url: str, title: str, text: str) -> None:
     sender = apprise.Apprise()
     if not sender.add(url):
         raise DeliveryFailed("apprise does not understand this destination URL")
-    if not sender.notify(title=title, body=text):
+    # The text is plain text, and says what users and collectors wrote (job ids, user names, reasons): declared
+    # as such, each service escapes it for its own markup (Slack: &, <, > as entities, so `<!channel>` mentions
+    # nothing; Teams: its markdown; email: a plain-text message with no HTML part).
+    if not sender.notify(title=title, body=text, body_format=apprise.NotifyFormat.TEXT):
         raise DeliveryFailed("apprise could not deliver (see the worker log)")
 
 
