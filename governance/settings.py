@@ -155,6 +155,10 @@ OIDC_ADMIN_GROUPS = env_list("OIDC_ADMIN_GROUPS", [])
 OIDC_FINANCE_GROUPS = env_list("OIDC_FINANCE_GROUPS", [])
 # A group "gg-team:<team slug>:lead" or "...:engineer" makes its member that team's lead or engineer.
 OIDC_TEAM_GROUP_PREFIX = env_str("OIDC_TEAM_GROUP_PREFIX", "gg-team:")
+# Off: a superuser, or a platform admin by local role, cannot sign in through the provider (only with a password).
+OIDC_ALLOW_SUPERUSER = env_bool("OIDC_ALLOW_SUPERUSER", False)
+# Set: an ID token from another issuer is refused.
+OIDC_OP_ISSUER = env_str("OIDC_OP_ISSUER")
 if OIDC_ENABLED:
 
     def _required(name: str) -> str:
