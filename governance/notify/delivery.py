@@ -87,8 +87,19 @@ def _post_json(url: str, payload: dict) -> None:
         raise DeliveryFailed(f"HTTP {status}")
 
 
+# apprise's generic HTTP notifications POST wherever their URL says: checked like a webhook before apprise sends.
+APPRISE_HTTP = {"json": "http", "jsons": "https", "xml": "http", "xmls": "https", "form": "http", "forms": "https"}
+
+
 def _apprise(url: str, title: str, text: str) -> None:
     import apprise
+
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower() in APPRISE_HTTP:
+        try:
+            webhook_target_resolve(f"{APPRISE_HTTP[scheme.lower()]}://{rest}")
+        except ValidationError as exc:
+            raise DeliveryFailed(f"refused: {url!r} {'; '.join(exc.messages)}") from exc
 
     sender = apprise.Apprise()
     if not sender.add(url):

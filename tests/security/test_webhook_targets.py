@@ -163,3 +163,13 @@ def test_an_allowlisted_host_name_may_be_saved_for_a_budget(client, cast, settin
     response = client.post(BUDGETS, body, content_type="application/json")
 
     assert response.status_code == 201
+
+
+@pytest.mark.parametrize("url", ["json://127.0.0.1/hook", "jsons://169.254.169.254/", "form://[::1]:8080/x"])
+def test_it_refuses_apprise_http_destinations_that_point_at_forbidden_addresses(cast, settings, connections, url):
+    settings.WEBHOOK_ALLOW_HTTP = True
+
+    message = sent(url)
+
+    assert message.delivered_at is None and message.last_error.startswith("refused")
+    assert connections == []
