@@ -127,7 +127,12 @@ if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
     if CACHE_URL
-    else {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "gg_cache"}
+    # Culling past MAX_ENTRIES would forget live counters: far more than the clients of one minute.
+    else {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "gg_cache",
+        "OPTIONS": {"MAX_ENTRIES": 50_000},
+    }
 }
 
 # --- Sign-in ------------------------------------------------------------------------------------
