@@ -11,6 +11,7 @@ from io import StringIO
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from django.core.exceptions import SuspiciousOperation
 from django.core.management import CommandError, call_command
 from django.test import RequestFactory
 
@@ -24,6 +25,7 @@ class Provider(BaseHTTPRequestHandler):
     """A minimal OpenID provider: answers the token endpoint with an ID token for `claims`, the JWKS, user info."""
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    signs_with = key  # another key: a forged ID token
     issuer = ""
     claims: dict = {}
 
@@ -40,7 +42,7 @@ class Provider(BaseHTTPRequestHandler):
         now = int(time.time())
         payload = {"iss": Provider.issuer, "aud": CLIENT, "iat": now, "exp": now + 300, "nonce": "n-1",
                    **Provider.claims}  # fmt: skip
-        token = jwt.encode(payload, Provider.key, algorithm="RS256", headers={"kid": "k1"})
+        token = jwt.encode(payload, Provider.signs_with, algorithm="RS256", headers={"kid": "k1"})
         self._json({"id_token": token, "access_token": "at-1", "token_type": "Bearer"})
 
     def do_GET(self):
@@ -59,7 +61,7 @@ def provider(settings):
     server = HTTPServer(("127.0.0.1", 0), Provider)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_port}"
-    Provider.issuer = base
+    Provider.issuer, Provider.signs_with = base, Provider.key
     settings.OIDC_RP_CLIENT_ID, settings.OIDC_RP_CLIENT_SECRET = CLIENT, "secret"
     settings.OIDC_OP_TOKEN_ENDPOINT, settings.OIDC_OP_USER_ENDPOINT = f"{base}/token", f"{base}/userinfo"
     settings.OIDC_OP_JWKS_ENDPOINT, settings.OIDC_RP_SIGN_ALGO = f"{base}/jwks", "RS256"
@@ -131,3 +133,13 @@ def test_linking_a_subject_that_already_signs_in_as_someone_else_is_refused(prov
 
     with pytest.raises(CommandError, match=r"--subject: idp-1 at .* already signs in as carol"):
         call_command("link_oidc_identity", "alice", issuer=provider, subject="idp-1", stdout=StringIO())
+
+
+def test_an_id_token_not_signed_by_the_providers_key_signs_nobody_in(provider):
+    User.objects.create_superuser("admin", password="pw-root-1234")
+    Provider.signs_with = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+    with pytest.raises(SuspiciousOperation):
+        sign_in(sub="idp-4711", preferred_username="admin")
+
+    assert not OidcIdentity.objects.exists()
