@@ -124,7 +124,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 CACHE_URL = env_str("CACHE_URL") or env_str("REDIS_URL")
 if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"CACHE_URL {CACHE_URL!r} is not a Redis URL (redis://host:6379/1)")
-CACHES = {
+CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
     if CACHE_URL
     # Culling past MAX_ENTRIES would forget live counters: far more than the clients of one minute.

@@ -5,15 +5,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('costs', '0009_commitments'),
+        ("costs", "0009_commitments"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='budget',
-            name='webhook_url',
-            field=models.URLField(blank=True, help_text='https on a public address (or WEBHOOK_ALLOWED_HOSTS). Empty: the GOVERNANCE_BUDGET_WEBHOOK_URL setting.', validators=[governance.notify.targets.webhook_url_validate]),
+            model_name="budget",
+            name="webhook_url",
+            field=models.URLField(
+                blank=True,
+                help_text="https on a public address (or WEBHOOK_ALLOWED_HOSTS). Empty: the GOVERNANCE_BUDGET_WEBHOOK_URL setting.",
+                validators=[governance.notify.targets.webhook_url_validate],
+            ),
         ),
     ]

@@ -6,28 +6,52 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('org', '0002_team_name_unique'),
+        ("org", "0002_team_name_unique"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='OidcIdentity',
+            name="OidcIdentity",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('issuer', models.CharField(max_length=500)),
-                ('subject', models.CharField(max_length=255)),
-                ('linked', models.BooleanField(default=False, help_text='An admin linked an existing local account (else: made at the first sign-in).')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('linked_by', models.ForeignKey(blank=True, help_text='The admin who linked it.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='oidc_identities', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("issuer", models.CharField(max_length=500)),
+                ("subject", models.CharField(max_length=255)),
+                (
+                    "linked",
+                    models.BooleanField(
+                        default=False,
+                        help_text="An admin linked an existing local account (else: made at the first sign-in).",
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "linked_by",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="The admin who linked it.",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="oidc_identities",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'OIDC identity',
-                'verbose_name_plural': 'OIDC identities',
-                'ordering': ['issuer', 'subject'],
-                'constraints': [models.UniqueConstraint(fields=('issuer', 'subject'), name='oidc_identity_unique_issuer_subject')],
+                "verbose_name": "OIDC identity",
+                "verbose_name_plural": "OIDC identities",
+                "ordering": ["issuer", "subject"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("issuer", "subject"), name="oidc_identity_unique_issuer_subject")
+                ],
             },
         ),
     ]
