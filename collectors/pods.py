@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from collectors.podresources import PodResources, PodResourcesUnavailable
-from collectors.records import JobRecord, Record, SampleRecord
+from collectors.records import JobRecord, Record, SampleRecord, pod_namespace
 
 log = logging.getLogger("gpu-collector")
 PROJECT_LABEL = "gpu-governance/project"
@@ -37,8 +37,7 @@ def pod_job(namespace: str, name: str) -> str:
 
 
 def is_pod_job(job_id: str) -> bool:
-    namespace, sep, name = job_id.partition("/")
-    return bool(sep and namespace and name and "/" not in name)
+    return bool(pod_namespace(job_id))
 
 
 @dataclass

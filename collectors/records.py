@@ -63,6 +63,12 @@ JobState = Literal[
 TERMINAL_STATES = frozenset({"completed", "failed", "cancelled", "timeout", "preempted", "node_fail", "out_of_memory"})
 
 
+def pod_namespace(job_id: str) -> str:
+    """The namespace of a Kubernetes pod's job id `namespace/pod`; '' for any other job id (Slurm's are numbers)."""
+    namespace, sep, name = job_id.partition("/")
+    return namespace if sep and namespace and name and "/" not in name else ""
+
+
 # gc=False: records hold only scalars, strings and flat lists or dicts of them, so they can form no reference
 # cycle; untracked by the garbage collector, the tens of thousands a batch decodes into cost less to create
 # and to free.

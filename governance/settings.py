@@ -121,15 +121,21 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT_S", 3))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Throttle counters (API rates, invalid bearer tokens) live here. LocMem is per process: production sets
-# CACHE_URL (or REDIS_URL) to a Redis database of its own so that every web worker counts together.
+# Throttle counters (API rates, invalid bearer tokens) live here, shared by every web worker and process: in
+# the database (table gg_cache, made by the api app's migrations) unless CACHE_URL (or REDIS_URL) names a Redis
+# database of its own, which takes that load off the database.
 CACHE_URL = env_str("CACHE_URL") or env_str("REDIS_URL")
 if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"CACHE_URL {CACHE_URL!r} is not a Redis URL (redis://host:6379/1)")
-CACHES = {
+CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
     if CACHE_URL
-    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "gpu-governance"}
+    # Culling past MAX_ENTRIES would forget live counters: far more than the clients of one minute.
+    else {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "gg_cache",
+        "OPTIONS": {"MAX_ENTRIES": 50_000},
+    }
 }
 
 # --- Sign-in ------------------------------------------------------------------------------------
@@ -157,6 +163,10 @@ OIDC_ADMIN_GROUPS = env_list("OIDC_ADMIN_GROUPS", [])
 OIDC_FINANCE_GROUPS = env_list("OIDC_FINANCE_GROUPS", [])
 # A group "gg-team:<team slug>:lead" or "...:engineer" makes its member that team's lead or engineer.
 OIDC_TEAM_GROUP_PREFIX = env_str("OIDC_TEAM_GROUP_PREFIX", "gg-team:")
+# Off: a superuser, or a platform admin by local role, cannot sign in through the provider (only with a password).
+OIDC_ALLOW_SUPERUSER = env_bool("OIDC_ALLOW_SUPERUSER", False)
+# Set: an ID token from another issuer is refused.
+OIDC_OP_ISSUER = env_str("OIDC_OP_ISSUER")
 if OIDC_ENABLED:
 
     def _required(name: str) -> str:

@@ -1,7 +1,8 @@
 """API tokens: `Authorization: Bearer ggt_...`, looked up by hash, scoped, expiring.
 
-Failed lookups are counted per client address in the shared cache: past
-API_TOKEN_FAILURES_PER_MINUTE in a minute, that address gets 429 without a database lookup.
+Failed lookups are counted per client address in the shared cache (the database's when CACHE_URL is unset):
+past API_TOKEN_FAILURES_PER_MINUTE in a minute, that address's invalid tokens get 429 instead of 401. A valid
+token is looked up first and never refused for what others sent from its address.
 """
 
 import time
@@ -50,13 +51,16 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             return None
         if len(header) != 2:
             raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
-        key = _failure_key(request)
-        if _failures_exceeded(key):
-            raise exceptions.Throttled(wait=FAILURE_WINDOW_S - time.time() % FAILURE_WINDOW_S, detail=TOO_MANY_FAILURES)
         raw = header[1].decode(errors="replace")
         now = timezone.now()
         token = ApiToken.objects.active(now).select_related("user").filter(key_hash=hash_token(raw)).first()
         if token is None or not token.user.is_active:
+            # Only the sender of bad tokens is slowed down: a good token from the same address (a NAT, a proxy)
+            # was looked up above and never reaches this count.
+            key = _failure_key(request)
+            if _failures_exceeded(key):
+                wait = FAILURE_WINDOW_S - time.time() % FAILURE_WINDOW_S
+                raise exceptions.Throttled(wait=wait, detail=TOO_MANY_FAILURES)
             _failure_record(key)
             raise exceptions.AuthenticationFailed(TOKEN_INVALID)
         if token.scope in ADMIN_ONLY_SCOPES and not token.user.is_platform_admin:

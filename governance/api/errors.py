@@ -1,16 +1,34 @@
-"""One error shape for the whole API: {"error": {"code", "message", "details"}}."""
+"""One error shape for the whole API: {"error": {"code", "message", "details"}}.
 
+A database that cannot be reached (or a connection that broke) is 503 with Retry-After, never a 500: a
+collector keeps its batch and sends it again, nothing was stored.
+"""
+
+import logging
 from typing import Any
 
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.db.models import ProtectedError
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+logger = logging.getLogger(__name__)
+
 PROTECTED = "Other rows still refer to this object; remove or move them first."
+DATABASE_UNAVAILABLE = "The database is unavailable; nothing was stored. Retry after {seconds} seconds."
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, OperationalError | InterfaceError):
+        logger.warning("API request answered 503: the database is unavailable: %s", exc)
+        seconds = settings.API_DATABASE_RETRY_AFTER_S
+        unavailable = error_response(
+            status.HTTP_503_SERVICE_UNAVAILABLE, "database_unavailable", DATABASE_UNAVAILABLE.format(seconds=seconds)
+        )
+        unavailable["Retry-After"] = str(seconds)
+        return unavailable
     if isinstance(exc, ProtectedError):
         protected = sorted({str(obj._meta.verbose_name_plural) for obj in exc.protected_objects})
         return error_response(status.HTTP_409_CONFLICT, "protected", PROTECTED, protected)

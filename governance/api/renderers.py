@@ -1,3 +1,4 @@
+from rest_framework import renderers
 from rest_framework.renderers import BaseRenderer
 
 
@@ -10,3 +11,13 @@ class CsvRenderer(BaseRenderer):
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
         return data if isinstance(data, bytes) else str(data).encode()
+
+
+class BrowsableAPIRenderer(renderers.BrowsableAPIRenderer):
+    """DRF's HTML view of the API. A list that is computed rather than queried (the unattributed worklist: no
+    queryset, no filter backends) has no filter form, where DRF's would ask it for a queryset and fail (a 500)."""
+
+    def get_filter_form(self, data, view, request):
+        if not getattr(view, "filter_backends", None):
+            return None
+        return super().get_filter_form(data, view, request)

@@ -14,6 +14,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "governance.api.renderers.BrowsableAPIRenderer",
+    ],
     "DEFAULT_PARSER_CLASSES": [
         "governance.api.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
@@ -48,6 +52,8 @@ API_TOKEN_DEFAULT_DAYS = env_int("API_TOKEN_DEFAULT_DAYS", 90)
 API_TOKEN_MAX_DAYS = env_int("API_TOKEN_MAX_DAYS", 365)
 # Invalid bearer tokens one client address may present in a minute before it gets 429.
 API_TOKEN_FAILURES_PER_MINUTE = env_int("API_TOKEN_FAILURES_PER_MINUTE", 20)
+# While the database is unreachable the API answers 503 with this Retry-After (seconds).
+API_DATABASE_RETRY_AFTER_S = env_int("API_DATABASE_RETRY_AFTER_S", 10)
 if not 1 <= API_TOKEN_DEFAULT_DAYS <= API_TOKEN_MAX_DAYS:
     raise ImproperlyConfigured("API_TOKEN_DEFAULT_DAYS must be between 1 and API_TOKEN_MAX_DAYS")
 SPECTACULAR_SETTINGS = {

@@ -1,6 +1,6 @@
 """Efficiency rules' thresholds, findings and cluster alerts, and where notifications go."""
 
-from governance.lib.env import env_float, env_int, env_list, env_str
+from governance.lib.env import env_bool, env_float, env_int, env_list, env_str
 
 # --- Efficiency findings (governance/efficiency) -------------------------------------------------
 # Rule thresholds (design defaults); the admin lists the values in force at /admin/efficiency/finding/thresholds/.
@@ -44,6 +44,10 @@ GOVERNANCE_NOTIFY_DESTINATIONS = env_list("GOVERNANCE_NOTIFY_DESTINATIONS", [])
 # Signs JSON deliveries (X-GG-Signature: sha256=HMAC(secret, "<X-GG-Timestamp>.<body>")); empty: unsigned.
 GOVERNANCE_NOTIFY_SECRET = env_str("GOVERNANCE_NOTIFY_SECRET")
 GOVERNANCE_NOTIFY_TIMEOUT_S = env_float("GOVERNANCE_NOTIFY_TIMEOUT_S", 5)
+# Webhook targets (budgets' webhook_url, the URLs above) are https on public addresses only. These relax it for
+# on-prem receivers: plain http allowed; host names, addresses or networks (CIDR) that may be private.
+WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", False)
+WEBHOOK_ALLOWED_HOSTS = env_list("WEBHOOK_ALLOWED_HOSTS", [])
 # Retry n waits base x 2^(n-1) seconds, at most the maximum; after the last attempt the row is given up.
 GOVERNANCE_NOTIFY_RETRY_BASE_S = env_float("GOVERNANCE_NOTIFY_RETRY_BASE_S", 30)
 GOVERNANCE_NOTIFY_RETRY_MAX_S = env_float("GOVERNANCE_NOTIFY_RETRY_MAX_S", 3600)

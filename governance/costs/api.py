@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
+from governance.api.fields import MonthField
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs import api_failures, api_terms
 from governance.costs.api_terms import NOT_ALLOWED, validation_error
@@ -44,9 +45,7 @@ DETAIL_NOT_ALLOWED = "The CSV has one row per job: it is for team leads, finance
 
 
 class MonthQuery(serializers.Serializer):
-    month = serializers.RegexField(
-        r"^(19|20|21)\d{2}-(0[1-9]|1[0-2])$", error_messages={"invalid": "Use YYYY-MM, a year from 1900 to 2199."}
-    )
+    month = MonthField()
     team = serializers.SlugField(required=False)
 
 
@@ -57,13 +56,6 @@ class TeamChargeSerializer(serializers.Serializer):
     cost = serializers.DecimalField(max_digits=20, decimal_places=2)
     currency = serializers.CharField()
     closed = serializers.BooleanField()
-
-
-def _month(text: str) -> Month | None:
-    try:
-        return Month.parse(text)
-    except ValueError:
-        return None
 
 
 def _csv_response(month: Month, team_ids: list[int] | None) -> StreamingHttpResponse:
@@ -218,9 +210,10 @@ class MonthCloseView(APIView):
         user = signed_in_user(request)
         if not user.sees_all_costs:
             return error_response(status.HTTP_403_FORBIDDEN, "permission_denied", NOT_ALLOWED.format(who="finance"))
-        parsed = _month(month)
-        if parsed is None:
-            return error_response(status.HTTP_400_BAD_REQUEST, "invalid", f"month: {month!r} is not YYYY-MM.")
+        try:
+            parsed = Month.parse(month)
+        except ValueError as exc:
+            return error_response(status.HTTP_400_BAD_REQUEST, "invalid", str(exc), {"month": [str(exc)]})
         options = MonthCloseRequest(data=request.data)
         options.is_valid(raise_exception=True)
         accept = options.validated_data["accept_unpriced"]
@@ -297,10 +290,7 @@ class UnattributedSerializer(serializers.Serializer):
 
 
 class OptionalMonthQuery(serializers.Serializer):
-    month = serializers.RegexField(
-        r"^(19|20|21)\d{2}-(0[1-9]|1[0-2])$", required=False,
-        error_messages={"invalid": "Use YYYY-MM, a year from 1900 to 2199."},
-    )  # fmt: skip
+    month = MonthField(required=False)
 
 
 class UnattributedView(generics.GenericAPIView):

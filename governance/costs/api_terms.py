@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
+from governance.api.fields import MonthField
 from governance.api.permissions import AdminWrites
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs.models import (
@@ -78,7 +79,7 @@ class PolicySerializer(serializers.ModelSerializer):
 
 class BudgetSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.all())
-    month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$")
+    month = MonthField()
 
     class Meta:
         model = Budget

@@ -45,6 +45,7 @@ from governance.costs.terms import live_terms
 from governance.costs.unpriced import CLOSE_REFUSED, unpriced_usage
 from governance.fleet.models import Cluster
 from governance.lib.months import Month
+from governance.notify.targets import webhook_url_validate
 from governance.org.models import Team, User
 
 logger = logging.getLogger(__name__)
@@ -319,6 +320,10 @@ def budget_set(
     validate_currency(currency)
     if thresholds is not None and any(not isinstance(t, int) or not 0 < t <= 1000 for t in thresholds):
         raise ValidationError("thresholds: use whole percentages between 1 and 1000.")
+    try:
+        webhook_url_validate(webhook_url)
+    except ValidationError as exc:
+        raise ValidationError(f"webhook_url: {'; '.join(exc.messages)}", code=exc.code) from None
     month_open_check(when=month.start, field="month")
     budget, _ = Budget.objects.update_or_create(
         team=team, month=month.start.date(),

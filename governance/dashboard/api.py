@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.api.auth import HasReadScope
+from governance.api.fields import MonthField
 from governance.dashboard.me import my_month
 from governance.lib.money import printed, to_cents
 from governance.lib.months import Month
@@ -18,10 +19,7 @@ from governance.org.auth import signed_in_user
 
 
 class MonthParam(serializers.Serializer):
-    month = serializers.RegexField(
-        r"^(19|20|21)\d{2}-(0[1-9]|1[0-2])$", required=False,
-        error_messages={"invalid": "Use YYYY-MM, a year from 1900 to 2199."},
-    )  # fmt: skip
+    month = MonthField(required=False)
 
 
 class AdviceSerializer(serializers.Serializer):

@@ -4,7 +4,10 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-_MONTH = re.compile(r"^(?P<year>(19|20|21)\d{2})-(?P<month>0[1-9]|1[0-2])$")
+from governance.lib.ranges import FIRST_YEAR, LAST_YEAR
+
+_MONTH = re.compile(r"^(?P<year>[0-9]{4})-(?P<month>0[1-9]|1[0-2])$")
+NOT_A_MONTH = "month {text!r} is not of the form YYYY-MM (a year from {first} to {last})"
 
 
 @dataclass(frozen=True, order=True)
@@ -15,8 +18,8 @@ class Month:
     @classmethod
     def parse(cls, text: str) -> "Month":
         match = _MONTH.match(text.strip())
-        if not match:
-            raise ValueError(f"month {text!r} is not of the form YYYY-MM (a year from 1900 to 2199)")
+        if not match or not FIRST_YEAR <= int(match["year"]) <= LAST_YEAR:
+            raise ValueError(NOT_A_MONTH.format(text=text, first=FIRST_YEAR, last=LAST_YEAR))
         return cls(int(match["year"]), int(match["month"]))
 
     @classmethod

@@ -35,4 +35,5 @@ class OutboxMessageViewSet(ApiReadOnlyViewSet):
         # AdminOnly refuses everyone else before this runs; the schema generator asks with no user.
         return OutboxMessage.objects.order_by("-created_at", "-id")
 
+
 ROUTES = [("notifications", OutboxMessageViewSet, "notification")]

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
-from governance.org.models import Membership, Project, ProjectMapping, Team, User
+from governance.org.models import Membership, OidcIdentity, Project, ProjectMapping, Team, User
 from governance.org.services import jobs_remap_on_commit
 
 
@@ -69,3 +69,19 @@ class ProjectMappingAdmin(admin.ModelAdmin):
         value = obj.value
         super().delete_model(request, obj)
         jobs_remap_on_commit(accounts=[value])
+
+
+@admin.register(OidcIdentity)
+class OidcIdentityAdmin(admin.ModelAdmin):
+    """Adding one links a provider's person (issuer, subject) to an existing local account: the only way a
+    sign-in through the provider reaches an account it did not make."""
+
+    list_display = ("user", "issuer", "subject", "linked", "linked_by", "created_at")
+    search_fields = ("user__username", "subject", "issuer")
+    autocomplete_fields = ["user"]
+    readonly_fields = ("linked", "linked_by", "created_at")
+
+    def save_model(self, request, obj, form, change) -> None:
+        if not change:
+            obj.linked, obj.linked_by = True, request.user
+        super().save_model(request, obj, form, change)

@@ -98,3 +98,33 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.team} ({self.role})"
+
+
+class OidcIdentity(models.Model):
+    """A person at an OpenID Connect provider (issuer and subject, never a name) and the local user they are.
+
+    Made at their first sign-in, with a new local user; or by an admin who links an existing local account
+    (the admin, or `manage.py link_oidc_identity`). A matching username never links anything.
+    """
+
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="oidc_identities")
+    linked = models.BooleanField(
+        default=False, help_text="An admin linked an existing local account (else: made at the first sign-in)."
+    )
+    linked_by = models.ForeignKey(
+        User, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", help_text="The admin who linked it."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "OIDC identity"
+        verbose_name_plural = "OIDC identities"
+        ordering = ["issuer", "subject"]
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_unique_issuer_subject")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer} -> {self.user}"

@@ -1,5 +1,10 @@
 """Single sign-on: who an OpenID Connect user is here, from the identity provider's claims.
 
+A user is bound to the provider's issuer and subject (`OidcIdentity`) at the first sign-in, as a new local user:
+a provider account is never matched to a local one by its name (a provider's `admin` becomes `admin-2`), unless
+an admin links them. Superusers, and platform admins by local role, sign in with their password unless
+OIDC_ALLOW_SUPERUSER says otherwise.
+
 The role comes from the groups claim (OIDC_ADMIN_GROUPS, OIDC_FINANCE_GROUPS); team memberships from groups
 named `gg-team:<team slug>:lead` or `...:engineer`. Teams are never created from claims: an unknown slug is
 ignored. At every sign-in the user's memberships are made to match the claims (the provider is the source of
@@ -8,13 +13,18 @@ truth for people who sign in through it).
 
 from __future__ import annotations
 
+import logging
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.exceptions import SuspiciousOperation, ValidationError
 from django.db import transaction
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from governance.org.models import Membership, Team, User
+from governance.org.models import Membership, OidcIdentity, Team, User
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -62,26 +72,84 @@ def user_access_sync(*, user: User, access: ClaimedAccess) -> User:
     return user
 
 
+def _free_username(wanted: str) -> str:
+    """`wanted` (in the characters a username may hold), or with -2, -3... where a local account has it, so that
+    a provider's `admin` becomes `admin-2`, never the local `admin` (compared ignoring case)."""
+    base = re.sub(r"[^\w.@+-]", "-", wanted)[:140] or "sso-user"
+    name, n = base, 1
+    while User.objects.filter(username__iexact=name).exists():
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
+def _refused(identity: OidcIdentity, access: ClaimedAccess) -> str | None:
+    """Why this local account may not sign in through the provider (None: it may)."""
+    user = identity.user
+    if not user.is_active:
+        return "the account is inactive"
+    if settings.OIDC_ALLOW_SUPERUSER:
+        return None
+    if user.is_superuser:
+        return "superusers sign in with their password (OIDC_ALLOW_SUPERUSER is off)"
+    # A linked local account's admin role is local; one the provider's groups gave is theirs to take back.
+    if identity.linked and user.role == User.Role.ADMIN and access.role != User.Role.ADMIN:
+        return "a platform admin by local role signs in with their password (OIDC_ALLOW_SUPERUSER is off)"
+    return None
+
+
+@transaction.atomic
+def oidc_user_sign_in(*, issuer: str, subject: str, claims: dict) -> User | None:
+    """The local user of the provider's (issuer, subject), their access synced from the claims; None where the
+    sign-in is refused. The first sign-in makes a new local user, under a username no local account has: an
+    existing account is only ever reached through an identity an admin linked (`oidc_identity_link`)."""
+    access = claims_access(claims)
+    identity = OidcIdentity.objects.select_related("user").filter(issuer=issuer, subject=subject).first()
+    if identity is None:
+        wanted = claims.get(settings.OIDC_USERNAME_CLAIM)
+        made = User.objects.create_user(_free_username(wanted if isinstance(wanted, str) else subject))
+        made.set_unusable_password()  # signs in through the provider only
+        made.save(update_fields=["password"])
+        identity = OidcIdentity.objects.create(issuer=issuer, subject=subject, user=made)
+    user = identity.user
+    why = _refused(identity, access)
+    if why:
+        logger.warning("OIDC sign-in of %s at %s as %s refused: %s", subject, issuer, user.username, why)
+        return None
+    email = claims.get("email")
+    if isinstance(email, str) and email and user.email != email:
+        user.email = email
+        user.save(update_fields=["email"])
+    return user_access_sync(user=user, access=access)
+
+
+def oidc_identity_link(*, user: User, issuer: str, subject: str, by: User | None = None) -> OidcIdentity:
+    """An admin's decision: the provider's (issuer, subject) signs in as this existing local account."""
+    if not issuer or not subject:
+        raise ValidationError({"issuer" if not issuer else "subject": "This field is required."})
+    taken = OidcIdentity.objects.filter(issuer=issuer, subject=subject).exclude(user=user).first()
+    if taken is not None:
+        raise ValidationError({"subject": f"{subject} at {issuer} already signs in as {taken.user.username}."})
+    defaults = {"user": user, "linked": True, "linked_by": by}
+    identity, _ = OidcIdentity.objects.get_or_create(issuer=issuer, subject=subject, defaults=defaults)
+    return identity
+
+
 class GovernanceOIDCBackend(OIDCAuthenticationBackend):
-    """mozilla-django-oidc's backend; users are matched by the username claim, and their access synced."""
+    """mozilla-django-oidc's backend: a user is the ID token's issuer and subject (see `oidc_user_sign_in`)."""
 
     def verify_claims(self, claims: dict) -> bool:
-        return bool(claims.get(settings.OIDC_USERNAME_CLAIM))
+        return bool(claims.get("sub"))
 
-    def filter_users_by_claims(self, claims: dict):
-        username = claims.get(settings.OIDC_USERNAME_CLAIM)
-        if not username:
-            return self.UserModel.objects.none()
-        return self.UserModel.objects.filter(username=username)
-
-    def create_user(self, claims: dict) -> User:
-        user = self.UserModel.objects.create_user(claims[settings.OIDC_USERNAME_CLAIM], email=claims.get("email", ""))
-        user.set_unusable_password()  # signs in through the provider only
-        user.save(update_fields=["password"])
-        return self.update_user(user, claims)
-
-    def update_user(self, user: User, claims: dict) -> User:
-        if claims.get("email") and user.email != claims["email"]:
-            user.email = claims["email"]
-            user.save(update_fields=["email"])
-        return user_access_sync(user=user, access=claims_access(claims))
+    def get_or_create_user(self, access_token: str, id_token: str, payload: dict) -> User | None:
+        issuer, subject, audience = payload.get("iss"), payload.get("sub"), payload.get("aud")
+        if not isinstance(issuer, str) or not isinstance(subject, str) or not issuer or not subject:
+            raise SuspiciousOperation("The ID token names no issuer or no subject.")
+        if settings.OIDC_OP_ISSUER and issuer != settings.OIDC_OP_ISSUER:
+            raise SuspiciousOperation(f"The ID token's issuer {issuer!r} is not OIDC_OP_ISSUER.")
+        if self.OIDC_RP_CLIENT_ID not in ([audience] if isinstance(audience, str) else list(audience or [])):
+            raise SuspiciousOperation("The ID token was issued to another client.")
+        claims = self.get_userinfo(access_token, id_token, payload)
+        if claims.get("sub", subject) != subject:
+            raise SuspiciousOperation("The user info is about another subject than the ID token.")
+        return oidc_user_sign_in(issuer=issuer, subject=subject, claims={**payload, **claims})

@@ -15,10 +15,10 @@ from functools import partial
 import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, When
+from django.db.models import Case, Max, Min, Q, When
 from django.utils import timezone
 
-from collectors.records import Batch, decode_batch, encode, records_check
+from collectors.records import Batch, decode_batch, encode, pod_namespace, records_check
 from governance.api.models import ApiToken
 from governance.lib.doors import Door, current_door, door_entered
 from governance.lib.enqueue import enqueue_on_commit, task_named
@@ -26,7 +26,7 @@ from governance.org.services import project_ids_resolver
 from governance.usage import prepared, writer
 from governance.usage.history import JobVersion, job_changes_record
 from governance.usage.marks import job_days_mark
-from governance.usage.models import IngestBatch, Job
+from governance.usage.models import IngestBatch, Job, JobGpuHour
 from governance.usage.prepared import Prepared
 
 logger = logging.getLogger(__name__)
@@ -252,13 +252,16 @@ def usage_prepared_write(*, batch: Prepared, create_projects: bool = False) -> P
     names = {g.cluster for g in header.gpus} | {r.cluster for r in header.jobs} | {c for c, _, _ in header.job_keys}
     cluster_ids = writer.clusters_ensure(names)
     models: dict[int, str] = {}
+    pods: dict[int, tuple[str, str]] = {}
     if header.samples:
         by_key = writer.job_ids_ensure((cluster_ids[c], e) for c, e, _ in header.job_keys)
         job_ids = [by_key[(cluster_ids[c], e)] for c, e, _ in header.job_keys]
         models = {pk: model for pk, (_, _, model) in zip(job_ids, header.job_keys, strict=True)}
+        pods = {pk: (namespace, c) for pk, (c, e, _) in zip(job_ids, header.job_keys, strict=True)
+                if (namespace := pod_namespace(e))}  # fmt: skip
         gpu_ids = writer.gpu_ids_ensure(header.gpus, cluster_ids)
         writer.samples_write(batch.rows, gpu_ids, job_ids)
-    writer.jobs_apply(header.jobs, models, cluster_ids, create_projects=create_projects)
+    writer.jobs_apply(header.jobs, models, cluster_ids, create_projects=create_projects, pods=pods)
     if header.samples:
         writer.fleet_touch(header.gpus, cluster_ids)
         writer.rollups_fold()
@@ -275,7 +278,8 @@ def jobs_remap(*, accounts: Iterable[str] | None = None) -> int:
 
     Closed months keep their frozen lines: a change to one shows as an adjustment in the open month.
     """
-    jobs = Job.objects.filter(described=True)
+    # Described jobs, and pods known only from samples (their account is their namespace).
+    jobs = Job.objects.filter(Q(described=True) | ~Q(account=""))
     if accounts is not None:
         jobs = jobs.filter(account__in=set(accounts))
     resolve = project_ids_resolver()
@@ -297,10 +301,26 @@ def jobs_remap(*, accounts: Iterable[str] | None = None) -> int:
             for target, pks in moved.items() for pk in pks if pk in was
         ])  # fmt: skip
         # Every day of a moved job is billed to its new team: open months directly, closed ones as corrections.
-        job_days_mark(Job.objects.filter(pk__in=every).values_list("pk", "cluster_id", "start_time", "end_time"))
+        job_days_mark(_job_spans(every))
         if every:
             enqueue_on_commit(REPRICE_TASK)
     return sum(len(pks) for pks in moved.values())
+
+
+def _job_spans(pks: list[int]) -> list[tuple[int, int, datetime | None, datetime | None]]:
+    """(job, cluster, start, end) of each job: its scheduler's times, or for a pod known only from its samples
+    (no start time) the hours they cover."""
+    spans = list(Job.objects.filter(pk__in=pks).values_list("pk", "cluster_id", "start_time", "end_time"))
+    unknown = [pk for pk, _, start, _ in spans if start is None]
+    seen = {
+        pk: (first, last + timedelta(hours=1))
+        for pk, first, last in JobGpuHour.objects.filter(job_id__in=unknown)
+        .values("job_id")
+        .annotate(first=Min("hour"), last=Max("hour"))
+        .values_list("job_id", "first", "last")
+    }
+    return [(pk, cluster, *seen[pk]) if start is None and pk in seen else (pk, cluster, start, end)
+            for pk, cluster, start, end in spans]  # fmt: skip
 
 
 def inbox_sweep(*, older_than: timedelta = timedelta(seconds=30), limit: int = 1000) -> int:

@@ -1,5 +1,4 @@
 import json
-import urllib.request
 from decimal import Decimal
 
 import pytest
@@ -9,6 +8,7 @@ from django.core import mail
 from governance.costs.models import BudgetAlert
 from governance.costs.services import budget_alerts_check, budget_set
 from governance.lib.months import Month
+from governance.notify import delivery
 from tests.costs.conftest import set_rate
 from tests.factories import H100, ingest, job_record
 
@@ -19,22 +19,9 @@ NOV = Month(2026, 11)
 
 @pytest.fixture
 def calls(monkeypatch):
+    """What the outbox POSTs as JSON (the webhook's address checks are tests/security/test_webhook_targets.py's)."""
     seen: list[tuple[str, dict]] = []
-
-    class Reply:
-        status = 204
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    def urlopen(request, timeout):
-        seen.append((request.full_url, json.loads(request.data)))
-        return Reply()
-
-    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(delivery, "_post_json", lambda url, body: seen.append((url, json.loads(json.dumps(body)))))
     return seen
 
 

@@ -40,7 +40,8 @@ class FlakyHook(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def flaky_url():
+def flaky_url(settings):
+    settings.WEBHOOK_ALLOW_HTTP, settings.WEBHOOK_ALLOWED_HOSTS = True, ["127.0.0.1"]  # a local receiver
     FlakyHook.seen, FlakyHook.accepted = [], []
     server = HTTPServer(("127.0.0.1", 0), FlakyHook)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -92,7 +93,7 @@ def test_chat_and_email_destinations_go_through_apprise(settings, monkeypatch):
     import apprise
 
     sent = []
-    monkeypatch.setattr(apprise.Apprise, "notify", lambda self, title, body: sent.append((title, body)) or True)
+    monkeypatch.setattr(apprise.Apprise, "notify", lambda self, title, body, **kw: sent.append((title, body)) or True)
     settings.GOVERNANCE_NOTIFY_DESTINATIONS = ["slack://T000/B000/XXXX", "mailto://ops:pw@example.org"]
     notification_enqueue(event="finding.resolved", payload={"x": 1}, text="Finding resolved: idle_gpu")
     outbox_deliver_due(now=timezone.now() + timedelta(seconds=1))

@@ -31,7 +31,8 @@ class Hook(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def hook_url():
+def hook_url(settings):
+    settings.WEBHOOK_ALLOW_HTTP, settings.WEBHOOK_ALLOWED_HOSTS = True, ["127.0.0.1"]  # a local receiver
     Hook.received = []
     server = HTTPServer(("127.0.0.1", 0), Hook)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -10,6 +10,7 @@ import pytest
 from django.core.cache import cache
 
 from governance.org.models import Membership, Team, User
+from governance.org.oidc import oidc_identity_link, oidc_user_sign_in
 from tests.api.conftest import bearer
 
 pytestmark = pytest.mark.django_db
@@ -102,13 +103,20 @@ def oidc(settings):
     return GovernanceOIDCBackend()
 
 
+ISSUER = "https://idp.example"
+
+
 def claims(username: str, *groups: str) -> dict:
     return {"sub": f"id-{username}", "preferred_username": username, "email": f"{username}@example.org",
             "groups": list(groups)}  # fmt: skip
 
 
+def sso(found: dict) -> User | None:
+    return oidc_user_sign_in(issuer=ISSUER, subject=found["sub"], claims=found)
+
+
 def test_a_new_sso_user_gets_the_teams_and_roles_their_groups_name(oidc, cast):
-    user = oidc.create_user(claims("carol", "gg-team:nlp:lead", "gg-team:vision:engineer", "staff"))
+    user = sso(claims("carol", "gg-team:nlp:lead", "gg-team:vision:engineer", "staff"))
 
     assert user.role == User.Role.MEMBER and not user.has_usable_password()
     assert dict(Membership.objects.filter(user=user).values_list("team__slug", "role")) == {
@@ -117,39 +125,46 @@ def test_a_new_sso_user_gets_the_teams_and_roles_their_groups_name(oidc, cast):
 
 
 def test_an_sso_group_naming_an_unknown_team_creates_no_team(oidc, cast):
-    user = oidc.create_user(claims("carol", "gg-team:rogue:lead", "gg-team:nlp:boss"))
+    user = sso(claims("carol", "gg-team:rogue:lead", "gg-team:nlp:boss"))
 
     assert not Team.objects.filter(slug="rogue").exists()
     assert not Membership.objects.filter(user=user).exists()
 
 
 def test_the_admin_and_finance_groups_give_those_roles(oidc, cast):
-    admin = oidc.create_user(claims("root", "platform-admins", "finance"))
-    money = oidc.create_user(claims("money", "finance"))
+    admin = sso(claims("root", "platform-admins", "finance"))
+    money = sso(claims("money", "finance"))
 
     assert (admin.role, admin.is_staff, admin.is_platform_admin) == (User.Role.ADMIN, True, True)
     assert (money.role, money.is_staff, money.sees_all_costs) == (User.Role.FINANCE, False, True)
 
 
 def test_the_next_sign_in_follows_the_providers_groups(oidc, cast):
-    user = oidc.create_user(claims("carol", "platform-admins", "gg-team:nlp:lead", "gg-team:vision:engineer"))
+    first = sso(claims("carol", "platform-admins", "gg-team:nlp:lead", "gg-team:vision:engineer"))
 
-    user = oidc.update_user(user, claims("carol", "gg-team:vision:lead"))
+    user = sso(claims("carol", "gg-team:vision:lead"))
 
+    assert user == first
     assert user.role == User.Role.MEMBER and not user.is_staff
     assert dict(Membership.objects.filter(user=user).values_list("team__slug", "role")) == {"vision": "lead"}
 
 
-def test_an_sso_user_is_matched_by_username_and_must_carry_one(oidc, cast):
-    assert list(oidc.filter_users_by_claims(claims("alice"))) == [cast.alice]
-    assert oidc.verify_claims({"sub": "x", "email": "x@example.org"}) is False
+def test_an_sso_user_is_never_matched_to_a_local_account_by_username_and_must_carry_a_subject(oidc, cast):
+    user = sso(claims("alice"))
+
+    assert user != cast.alice and user.username == "alice-2"
+    assert oidc.verify_claims({"email": "x@example.org", "preferred_username": "x"}) is False
 
 
-def test_a_superuser_keeps_their_powers_whatever_the_claims(oidc, cast):
+def test_a_linked_superuser_keeps_their_powers_only_where_the_setting_allows_superusers(oidc, cast, settings):
     root = User.objects.create_superuser("root", password="x")
+    oidc_identity_link(user=root, issuer=ISSUER, subject="id-root")
 
-    oidc.update_user(root, claims("root"))
+    refused = sso(claims("root"))
+    settings.OIDC_ALLOW_SUPERUSER = True
+    allowed = sso(claims("root"))
 
+    assert refused is None and allowed == root
     root.refresh_from_db()
     assert root.is_superuser and root.is_platform_admin
 

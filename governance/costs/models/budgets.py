@@ -6,6 +6,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from governance.costs.currency import validate_currency
+from governance.notify.targets import webhook_url_validate
 from governance.org.models import Team
 
 
@@ -17,7 +18,11 @@ class Budget(models.Model):
     amount = models.DecimalField(max_digits=16, decimal_places=2, validators=[MinValueValidator(Decimal("0.01"))])
     currency = models.CharField(max_length=3, default="USD", validators=[validate_currency])
     thresholds = models.JSONField(default=list, blank=True, help_text="Percentages; empty: 50, 80, 100.")
-    webhook_url = models.URLField(blank=True, help_text="Empty: the GOVERNANCE_BUDGET_WEBHOOK_URL setting.")
+    webhook_url = models.URLField(
+        blank=True, validators=[webhook_url_validate],
+        help_text="https on a public address (or WEBHOOK_ALLOWED_HOSTS). Empty: the GOVERNANCE_BUDGET_WEBHOOK_URL "
+        "setting.",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-month", "team"]

@@ -8,10 +8,18 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, StreamingHttpResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseNotAllowed,
+    StreamingHttpResponse,
+)
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from governance.costs.anomalies import team_anomalies
 from governance.costs.breakdowns import corrections_landing, jobs_month, month_has_rows
@@ -232,8 +240,8 @@ def close_month(request: HttpRequest, month: str) -> HttpResponse:
         raise PermissionDenied("Only finance closes a month.")
     try:
         parsed = Month.parse(month)
-    except ValueError:
-        raise Http404("No such month.") from None
+    except ValueError as exc:
+        return HttpResponseBadRequest(escape(str(exc)))
     if request.method == "GET":
         context = {**_finance_context(parsed), "reconciliation": reconcile(month=parsed)}
         return render(request, "costs/close_confirm.html", context)

@@ -17,6 +17,7 @@ from governance.usage.models import Job
 from governance.usage.writer.sql import ids_ensure
 
 UNNAMED_JOBS = "SELECT id FROM usage_job WHERE id = ANY(%s) AND gpu_model = ''"
+UNATTRIBUTED_PODS = "SELECT id FROM usage_job WHERE id = ANY(%s) AND NOT described AND account = ''"
 
 
 def _unnamed_jobs(ids: Iterable[int]) -> set[int]:
@@ -25,6 +26,15 @@ def _unnamed_jobs(ids: Iterable[int]) -> set[int]:
         return set(Job.objects.filter(pk__in=ids, gpu_model="").values_list("pk", flat=True))
     with connection.cursor() as cursor:
         cursor.execute(UNNAMED_JOBS, [sorted(ids)])
+        return {pk for (pk,) in cursor.fetchall()}
+
+
+def _unattributed_pods(ids: Iterable[int]) -> set[int]:
+    """Those of the jobs `ids` that no job record described and that have no account (namespace) yet."""
+    if connection.vendor != "postgresql":
+        return set(Job.objects.filter(pk__in=ids, described=False, account="").values_list("pk", flat=True))
+    with connection.cursor() as cursor:
+        cursor.execute(UNATTRIBUTED_PODS, [sorted(ids)])
         return {pk for (pk,) in cursor.fetchall()}
 
 
@@ -97,18 +107,29 @@ def job_ids_ensure(keys: Iterable[tuple[int, str]]) -> dict[tuple[int, str], int
 
 
 def jobs_apply(
-    records: Sequence[JobRecord], models: dict[int, str], cluster_ids: dict[str, int], *, create_projects: bool
+    records: Sequence[JobRecord],
+    models: dict[int, str],
+    cluster_ids: dict[str, int],
+    *,
+    create_projects: bool,
+    pods: dict[int, tuple[str, str]] | None = None,
 ) -> None:
     """Merge job records into their jobs (later facts win; an end time is never erased), and give a job
     that has no GPU model yet the one its samples ran on (`models`: job id -> model). `create_projects`: a
-    record naming an unknown team and project creates them (an operator's import, never the API)."""
+    record naming an unknown team and project creates them (an operator's import, never the API).
+
+    `pods`: job id -> (namespace, cluster) of the `namespace/pod` jobs the batch's samples name. One that no
+    job record describes is attributed by its namespace, as a described pod is (its project is its namespace's
+    mapping), until a record says otherwise."""
     keys = {(cluster_ids[r.cluster], r.job_id) for r in records}
     unnamed = _unnamed_jobs(models) if models else set()
-    if not keys and not unnamed:
+    unattributed = _unattributed_pods(pods) if pods else set()
+    if not keys and not unnamed and not unattributed:
         return
     ids = job_ids_ensure(keys)
     # One acquisition, in id order, for every job this batch changes.
-    locked = Job.objects.select_for_update(no_key=True).filter(pk__in={*ids.values(), *unnamed}).order_by("pk")
+    changing = {*ids.values(), *unnamed, *unattributed}
+    locked = Job.objects.select_for_update(no_key=True).filter(pk__in=changing).order_by("pk")
     jobs = {job.pk: job for job in locked}
     before = {pk: _job_values(job) for pk, job in jobs.items()}
     project_id = project_ids_resolver(create=create_projects)
@@ -118,6 +139,11 @@ def jobs_apply(
     for pk, model in models.items():
         if pk in jobs and not jobs[pk].gpu_model:
             jobs[pk].gpu_model = model
+    for pk in unattributed:
+        job = jobs[pk]
+        if pods and not job.described and not job.account:  # a record in this batch describes it: it wins
+            namespace, cluster = pods[pk]
+            job.account, job.project_id = namespace, project_id(namespace, None, cluster)
     # A collector repeats a running job's record every scrape; rewriting unchanged rows is most of the cost.
     changed = [job for pk, job in jobs.items() if _job_values(job) != before[pk]]
     if changed:
