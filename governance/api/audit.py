@@ -84,11 +84,19 @@ def audited_models() -> list[type[models.Model]]:
 def snapshot(instance: models.Model, fields: Iterable[str] | None = None) -> dict[str, object]:
     """The instance's concrete fields (a relation as its key) as JSON-ready data, secrets left out."""
     wanted = set(fields) if fields is not None else None
+    chosen = [
+        f for f in instance._meta.concrete_fields
+        if f.name not in SECRET_FIELDS and (wanted is None or f.name in wanted or f.attname in wanted)
+    ]  # fmt: skip
+    # A field saved as an expression (django-axes counts with F() and Concat()) holds the expression until read back.
+    computed = [f.attname for f in chosen if hasattr(f.value_from_object(instance), "resolve_expression")]
+    if computed and instance.pk is not None:
+        instance.refresh_from_db(fields=computed)
     data: dict[str, object] = {}
-    for f in instance._meta.concrete_fields:
-        if f.name in SECRET_FIELDS or (wanted is not None and f.name not in wanted and f.attname not in wanted):
-            continue
-        data[f.name] = f.value_from_object(instance)
+    for f in chosen:
+        value = f.value_from_object(instance)
+        # Binary payloads (an inbox batch's body) are recorded by size, not content.
+        data[f.name] = f"<{len(value)} bytes>" if isinstance(value, bytes | memoryview) else value
     return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
 
 
