@@ -253,6 +253,10 @@ INGEST_MAX_FUTURE_MINUTES = env_int("INGEST_MAX_FUTURE_MINUTES", 10)
 # A batch the worker fails to process this many times is dead: kept with its error, never swept again, shown to
 # admins, re-queued by an admin (Django admin action).
 INGEST_MAX_ATTEMPTS = env_int("INGEST_MAX_ATTEMPTS", 5)
+# The fleet grows by evidence: samples naming more GPUs than this on one node (a MIG instance counts 1/7) are
+# refused, and so are a batch's records on new GPUs beyond what one token may introduce per cluster in an hour.
+FLEET_MAX_GPUS_PER_NODE = env_int("FLEET_MAX_GPUS_PER_NODE", 16)
+FLEET_MAX_NEW_GPUS_PER_TOKEN_HOUR = env_int("FLEET_MAX_NEW_GPUS_PER_TOKEN_HOUR", 64)
 # A GPU averaging under this SM utilisation (percent) in a sample counts as idle.
 GOVERNANCE_IDLE_SM_PERCENT = env_float("GOVERNANCE_IDLE_SM_PERCENT", 1.0)
 GOVERNANCE_DEFAULT_CURRENCY = env_str("GOVERNANCE_DEFAULT_CURRENCY", "USD")

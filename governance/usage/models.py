@@ -37,6 +37,10 @@ class Job(models.Model):
     described = models.BooleanField(
         default=False, help_text="False while only samples have named this job (no job record yet)."
     )
+    source_token = models.ForeignKey(
+        "api.ApiToken", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        help_text="The ingest token whose batch last wrote the job's record (none: an import, or samples only).",
+    )  # fmt: skip
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -73,6 +77,10 @@ class IngestBatch(models.Model):
         help_text="Only an operator's import may create the teams and projects its records name.",
     )
     format = models.CharField(max_length=16, choices=Format.choices, default=Format.JSON)
+    token = models.ForeignKey(
+        "api.ApiToken", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        help_text="The ingest token that sent it (none: an operator's import).",
+    )  # fmt: skip
     body = models.BinaryField(help_text="The batch, in the form `format` names.")
     body_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the JSON as received.")
     record_count = models.PositiveIntegerField()

@@ -22,6 +22,7 @@ from collectors.records import Batch, decode_batch, encode, records_check
 from governance.lib.enqueue import enqueue_on_commit, task_named
 from governance.org.services import project_ids_resolver
 from governance.usage import prepared, writer
+from governance.usage.fleet_growth import fleet_growth_check
 from governance.usage.marks import job_days_mark
 from governance.usage.models import IngestBatch, Job
 from governance.usage.prepared import Prepared
@@ -94,16 +95,20 @@ def batch_check(
     )
 
 
-def usage_batch_receive(*, body: bytes, clusters: Collection[str] | None = None) -> Receipt:
-    """Validate a JSON batch sent through the API by a token that may report `clusters` (None: any) and store
-    it in the inbox; raises BatchInvalid or BatchConflict. Its records never create teams or projects."""
+def usage_batch_receive(
+    *, body: bytes, clusters: Collection[str] | None = None, token_id: int | None = None
+) -> Receipt:
+    """Validate a JSON batch sent through the API by the token `token_id` that may report `clusters` (None: any)
+    and store it in the inbox; raises BatchInvalid or BatchConflict. Its records never create teams or projects,
+    and the GPUs they name keep the fleet's bounds (governance/usage/fleet_growth.py)."""
     with writer.gc_paused():
         batch = decode_batch(body)
         batch_check(batch=batch, clusters=clusters)
-        return usage_batch_store(batch=batch, body=body, source=IngestBatch.Source.API)
+        fleet_growth_check(batch=batch, token_id=token_id, now=timezone.now())
+        return usage_batch_store(batch=batch, body=body, source=IngestBatch.Source.API, token_id=token_id)
 
 
-def usage_batch_store(*, batch: Batch, body: bytes, source: str) -> Receipt:
+def usage_batch_store(*, batch: Batch, body: bytes, source: str, token_id: int | None = None) -> Receipt:
     """Store an already validated batch; once this returns, the batch is durable and will be processed.
 
     PostgreSQL stores the batch prepared (parsed here, once, and never again); SQLite stores the JSON.
@@ -123,6 +128,7 @@ def usage_batch_store(*, batch: Batch, body: bytes, source: str) -> Receipt:
                 body=stored,
                 body_sha256=digest,
                 record_count=len(batch.records),
+                token_id=token_id,
             )
             transaction.on_commit(lambda: _enqueue(inbox_pk))
     except IntegrityError:
@@ -168,13 +174,14 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
             claimed = writer.inbox_claim(inbox_pk)
             if claimed is None:
                 return None
-            form, body, source = claimed
+            form, body, source, token_id = claimed
             create = source == IngestBatch.Source.IMPORT
             with writer.gc_paused():
                 if form == IngestBatch.Format.PREPARED:
-                    result = usage_prepared_write(batch=prepared.decode(body), create_projects=create)
+                    result = usage_prepared_write(batch=prepared.decode(body), create_projects=create, token_id=token_id)
                 else:  # SQLite, or a batch stored before prepared batches existed
-                    result = usage_records_write(batch=decode_batch(body), create_projects=create)
+                    batch = decode_batch(body)
+                    result = usage_records_write(batch=batch, create_projects=create, token_id=token_id)
     except psycopg.errors.LockNotAvailable:  # another session holds the batch: not an attempt that failed
         raise
     except Exception as exc:
@@ -213,18 +220,19 @@ def inbox_requeue(*, pks: Iterable[int]) -> int:
     return len(revived)
 
 
-def usage_records_write(*, batch: Batch, create_projects: bool = False) -> ProcessResult:
+def usage_records_write(*, batch: Batch, create_projects: bool = False, token_id: int | None = None) -> ProcessResult:
     """Write a decoded batch now, in the current transaction (no inbox)."""
-    return usage_prepared_write(batch=prepared.prepare(batch), create_projects=create_projects)
+    return usage_prepared_write(batch=prepared.prepare(batch), create_projects=create_projects, token_id=token_id)
 
 
-def usage_prepared_write(*, batch: Prepared, create_projects: bool = False) -> ProcessResult:
+def usage_prepared_write(*, batch: Prepared, create_projects: bool = False, token_id: int | None = None) -> ProcessResult:
     """Write a prepared batch in the current transaction: jobs, GPUs, samples and rollups.
 
     The bulk of the work (samples in, aggregated per hour) takes no row lock, so workers writing batches of
     the same cluster run side by side; what must lock (jobs, nodes, GPUs, rollup rows) comes last, briefly,
     and in one order everywhere (jobs, then nodes and GPUs, then rollups, each by key), so they never
-    deadlock.
+    deadlock. `token_id`: the ingest token that sent the batch, recorded on the GPUs it introduces and on the jobs
+    whose records it writes.
     """
     header = batch.header
     names = {g.cluster for g in header.gpus} | {r.cluster for r in header.jobs} | {c for c, _, _ in header.job_keys}
@@ -234,9 +242,11 @@ def usage_prepared_write(*, batch: Prepared, create_projects: bool = False) -> P
         by_key = writer.job_ids_ensure((cluster_ids[c], e) for c, e, _ in header.job_keys)
         job_ids = [by_key[(cluster_ids[c], e)] for c, e, _ in header.job_keys]
         models = {pk: model for pk, (_, _, model) in zip(job_ids, header.job_keys, strict=True)}
-        gpu_ids = writer.gpu_ids_ensure(header.gpus, cluster_ids)
+        gpu_ids = writer.gpu_ids_ensure(header.gpus, cluster_ids, token_id=token_id)
         writer.samples_write(batch.rows, gpu_ids, job_ids)
     writer.jobs_apply(header.jobs, models, cluster_ids, create_projects=create_projects)
+    if header.jobs:
+        writer.jobs_source_record(header.jobs, cluster_ids, token_id)
     if header.samples:
         writer.fleet_touch(header.gpus, cluster_ids)
         writer.rollups_fold()

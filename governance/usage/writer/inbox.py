@@ -19,8 +19,8 @@ from governance.usage.models import IngestBatch
 # transaction sends and reads it as binary: an inbox write then costs what its bytes cost.
 INBOX_INSERT = """
 INSERT INTO usage_ingestbatch (batch_id, collector, source, format, body, body_sha256, record_count, received_at,
-    attempts, last_error)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 0, '') RETURNING id
+    token_id, attempts, last_error)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, '') RETURNING id
 """
 
 
@@ -33,6 +33,7 @@ def inbox_insert(
     body: bytes,
     body_sha256: str,
     record_count: int,
+    token_id: int | None = None,
 ) -> int:
     """Store a batch in the inbox within the current transaction; raises IntegrityError on a known batch id."""
     if connection.vendor != "postgresql":
@@ -44,12 +45,14 @@ def inbox_insert(
             body=body,
             body_sha256=body_sha256,
             record_count=record_count,
+            token_id=token_id,
         ).pk
     connection.ensure_connection()
     try:
         with psycopg.Cursor(connection.connection) as cursor:
             cursor.execute(
-                INBOX_INSERT, [batch_id, collector, source, format, body, body_sha256, record_count, timezone.now()]
+                INBOX_INSERT,
+                [batch_id, collector, source, format, body, body_sha256, record_count, timezone.now(), token_id],
             )
             row = cursor.fetchone()
             assert row is not None  # INSERT ... RETURNING returns the row it wrote
@@ -65,12 +68,12 @@ def inbox_insert(
 INBOX_CLAIM = """
 UPDATE usage_ingestbatch SET processed_at = %s, attempts = attempts + 1, last_error = ''
 WHERE id = %s AND processed_at IS NULL AND dead_at IS NULL
-RETURNING format, body, source
+RETURNING format, body, source, token_id
 """
 
 
-def inbox_claim(inbox_pk: int) -> tuple[str, bytes, str] | None:
-    """(format, body, source) of an unprocessed inbox batch, now marked processed in the current transaction;
+def inbox_claim(inbox_pk: int) -> tuple[str, bytes, str, int | None] | None:
+    """(format, body, source, token id) of an unprocessed inbox batch, now marked processed in the current transaction;
     None when it is processed already or dead. Raises psycopg.errors.LockNotAvailable when another session
     holds the batch for longer than INGEST_CLAIM_LOCK_TIMEOUT_S (the task retries it).
 
@@ -92,7 +95,7 @@ def inbox_claim(inbox_pk: int) -> tuple[str, bytes, str] | None:
         inbox.attempts += 1
         inbox.last_error = ""
         inbox.save(update_fields=["processed_at", "attempts", "last_error"])
-        return inbox.format, bytes(inbox.body), inbox.source
+        return inbox.format, bytes(inbox.body), inbox.source, inbox.token_id
     # Both statements in one round trip (pipeline mode); binary: the body comes back as its bytes.
     with connection.connection.pipeline(), psycopg.Cursor(connection.connection) as cursor:
         cursor.execute("SET LOCAL synchronous_commit TO OFF")
