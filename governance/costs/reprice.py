@@ -22,14 +22,16 @@ from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
 from governance.costs import corrections
+from governance.costs.allocation import Holder, day_allocation
 from governance.costs.commitment_rows import commitment_days_refresh, commitments_apply, job_days_widen
+from governance.costs.contention import contended_days, day_seen, inventory
 from governance.costs.ledger import (
     DAY,
     Allocated,
     Capacity,
-    GpuSeen,
     HourUse,
     JobFacts,
+    allocated_rows,
     day_capacity,
     day_start,
     job_day_rows,
@@ -39,8 +41,9 @@ from governance.costs.ledger import (
 from governance.costs.ledger_writes import WRITE_BATCH, rows_insert, usage_replace
 from governance.costs.locks import lock_cluster_days, lock_jobs, lock_months
 from governance.costs.models import CapacityDay, Charge
+from governance.costs.overclaims import allocated_hours_replace, gpus_confirmation_refresh, overclaims_record
 from governance.costs.terms import SHARE, TermsByMonth
-from governance.fleet.models import Cluster, Gpu
+from governance.fleet.models import Cluster
 from governance.lib.enqueue import enqueue_on_commit
 from governance.lib.months import Month
 from governance.usage.models import Job, JobGpuHour, PricingMark
@@ -115,6 +118,9 @@ def reprice(
     now = now or timezone.now()
     terms = TermsByMonth()
     job_days_widen(job_days, cluster_days, terms)
+    gpus_confirmation_refresh(cluster_ids={c for c, _ in cluster_days} | _job_clusters(job_days), terms=terms.live(),
+                              now=now)  # fmt: skip
+    contended = contended_days(job_days, cluster_days, terms, now)
     months = {month_of(d) for days in job_days.values() for d in days} | {month_of(d) for _, d in cluster_days}
     lock_months(months, shared=True)
     jobs = _jobs(job_days.keys())
@@ -126,9 +132,12 @@ def reprice(
         if job is None:
             continue
         for day in sorted(days):
+            if (job.cluster_id, day) in contended:
+                continue
             month = month_of(day)
             until = now if not terms.closed(month) else month.end
             rows.extend(job_day_rows(job, day, until, hours.get((pk, day), []), terms.of(month)))
+    rows.extend(_allocated(contended, job_days, jobs, hours, terms))
     committed = commitments_apply(rows, jobs, hours, terms, now)
     usage_replace(job_days, rows, now)
     if jobs:
@@ -147,6 +156,31 @@ def reprice(
         corrections.corrections_refresh(corrected=month, now=now)
     return Repriced(job_days=sum(len(d) for d in job_days.values()), cluster_days=len(touched),
                     corrected_months=len(closed))  # fmt: skip
+
+
+def _job_clusters(job_days: dict[int, set[date]]) -> set[int]:
+    return set(Job.objects.filter(pk__in=list(job_days)).values_list("cluster_id", flat=True).distinct())
+
+
+def _allocated(contended: dict, job_days: dict[int, set[date]], jobs: dict[int, JobFacts],
+               hours: dict[tuple[int, date], list[HourUse]], terms: TermsByMonth) -> list[dict]:  # fmt: skip
+    """The usage rows of the contended cluster-days, all their jobs priced together; their over-claims recorded."""
+    rows: list[dict] = []
+    held = {}
+    for (cid, day), inputs in sorted(contended.items()):
+        mine = [j for pk, j in jobs.items() if j.cluster_id == cid and day in job_days.get(pk, ())]
+        holders = [Holder(j.pk, j.gpus if j.declared else None, j.model, j.profile, j.start, j.end) for j in mine]
+        held[(cid, day)] = day_allocation(inputs.first, inputs.last, holders, day_seen(cid, inputs), inputs.capacity,
+                                          inputs.free)  # fmt: skip
+        by_job: dict[int, dict] = defaultdict(dict)
+        for (pk, model, profile), h in held[(cid, day)].items():
+            by_job[pk][(model, profile)] = h
+        month_terms = terms.of(month_of(day))
+        for job in mine:
+            rows.extend(allocated_rows(job, day, by_job.get(job.pk, {}), hours.get((job.pk, day), []), month_terms))
+    overclaims_record(days=set(contended), held=held, jobs=jobs)
+    allocated_hours_replace(job_days=job_days, held=held)
+    return rows
 
 
 def _shared_months(keys: set[tuple[int, date]], terms: TermsByMonth, now: datetime) -> set[tuple[int, date]]:
@@ -181,11 +215,12 @@ def _jobs(ids: Iterable[int]) -> dict[int, JobFacts]:
     out = {}
     rows = Job.objects.filter(pk__in=ids).values_list(
         "pk", "external_id", "cluster_id", "cluster__name", "user_name", "gpus", "gpu_model", "start_time",
-        "end_time", "project_id", "project__name", "project__team_id", "project__team__name",
+        "end_time", "project_id", "project__name", "project__team_id", "project__team__name", "source_token_id",
+        "source_token__name",
     )  # fmt: skip
-    for pk, ref, cid, cluster, user, gpus, model, start, end, project_id, project, team_id, team in rows:
+    for pk, ref, cid, cluster, user, gpus, model, start, end, project_id, project, team_id, team, tid, tname in rows:
         out[pk] = JobFacts(pk, ref, cid, cluster, user, gpus, model, start, end, project_id, project or "", team_id,
-                           team or "", profiles.get(pk, ""))  # fmt: skip
+                           team or "", profiles.get(pk, ""), tid, tname or "")  # fmt: skip
     return out
 
 
@@ -239,11 +274,7 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
     keys = set(keys)
     lock_cluster_days(sorted(keys))
     clusters = dict(Cluster.objects.filter(pk__in={c for c, _ in keys}).values_list("pk", "name"))
-    inventory: dict[int, list[GpuSeen]] = defaultdict(list)
-    for cid, model, profile, first, last in Gpu.objects.filter(cluster_id__in=clusters).values_list(
-        "cluster_id", "model", "mig_profile", "first_seen_at", "last_seen_at"
-    ):
-        inventory[cid].append(GpuSeen(model, profile, first, last))
+    gpus = inventory(set(clusters))
     days = sorted({d for _, d in keys})
     usage = (
         Charge.objects.filter(kind=Charge.Kind.USAGE, cluster_id__in=clusters, day__gte=days[0], day__lte=days[-1])
@@ -282,7 +313,7 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
         if terms.closed(month) and (cid, day) in frozen:
             capacity = dict(frozen[(cid, day)])
         else:
-            capacity = day_capacity(clusters[cid], day, until, inventory[cid], month_terms, grace)
+            capacity = day_capacity(clusters[cid], day, until, gpus[cid], month_terms, grace)
         if not month_terms.declares(clusters[cid], min(until, day_start(day) + DAY)):
             _cover_allocation(capacity, allocated[(cid, day)])
         upto = min(until, day_start(day) + DAY)

@@ -58,7 +58,7 @@ class Gpu(models.Model):
     unconfirmed = models.BooleanField(
         default=False,
         db_default=False,
-        help_text="Seen beyond the cluster's declared capacity: neither capacity nor billed until an admin confirms it.",
+        help_text="Beyond the cluster's declared capacity: neither capacity nor billed until an admin confirms it.",
     )
     confirmed_at = models.DateTimeField(null=True, blank=True, help_text="When an admin confirmed it.")
 

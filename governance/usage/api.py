@@ -93,9 +93,7 @@ class IngestView(APIView):
     def post(self, request: Request) -> Response:
         token = cast(ApiToken, request.auth)  # HasIngestScope lets only an ingest ApiToken in
         try:
-            receipt = usage_batch_receive(
-                body=_read_body(request), clusters=token.ingest_clusters(), token_id=token.pk
-            )
+            receipt = usage_batch_receive(body=_read_body(request), clusters=token.ingest_clusters(), token_id=token.pk)
         except BodyTooLarge as exc:
             return error_response(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "too_large", str(exc))
         except gzip.BadGzipFile as exc:

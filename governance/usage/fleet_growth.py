@@ -15,7 +15,7 @@ from fractions import Fraction
 from django.conf import settings
 from django.db.models import Count
 
-from collectors.records import BatchInvalid, Batch, RecordError, SampleRecord
+from collectors.records import Batch, BatchInvalid, RecordError, SampleRecord
 from governance.fleet.models import Gpu
 
 TOO_MANY_ON_NODE = "node {node} would hold {count} GPUs, more than FLEET_MAX_GPUS_PER_NODE ({limit})"
@@ -89,7 +89,7 @@ def _per_token(first: dict, known: set[tuple[str, str]], token_id: int | None, n
         .annotate(n=Count("id"))
         .values_list("cluster__name", "n")
     )
-    errors = []
+    errors: list[RecordError] = []
     for cluster, indexes in sorted(new.items()):
         count = recent.get(cluster, 0) + len(indexes)
         if count > limit:

@@ -178,7 +178,8 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
             create = source == IngestBatch.Source.IMPORT
             with writer.gc_paused():
                 if form == IngestBatch.Format.PREPARED:
-                    result = usage_prepared_write(batch=prepared.decode(body), create_projects=create, token_id=token_id)
+                    decoded = prepared.decode(body)
+                    result = usage_prepared_write(batch=decoded, create_projects=create, token_id=token_id)
                 else:  # SQLite, or a batch stored before prepared batches existed
                     batch = decode_batch(body)
                     result = usage_records_write(batch=batch, create_projects=create, token_id=token_id)
@@ -225,7 +226,9 @@ def usage_records_write(*, batch: Batch, create_projects: bool = False, token_id
     return usage_prepared_write(batch=prepared.prepare(batch), create_projects=create_projects, token_id=token_id)
 
 
-def usage_prepared_write(*, batch: Prepared, create_projects: bool = False, token_id: int | None = None) -> ProcessResult:
+def usage_prepared_write(
+    *, batch: Prepared, create_projects: bool = False, token_id: int | None = None
+) -> ProcessResult:
     """Write a prepared batch in the current transaction: jobs, GPUs, samples and rollups.
 
     The bulk of the work (samples in, aggregated per hour) takes no row lock, so workers writing batches of

@@ -1,4 +1,5 @@
-"""GPU-hours claimed on a cluster beyond the GPUs that exist: stored, shown to admins, never billed."""
+"""GPU-hours claimed on a cluster beyond the GPUs that exist (stored, shown to admins, never billed), and what
+allocation billed each job hour by hour where it had to decide."""
 
 from django.db import models
 
@@ -33,3 +34,29 @@ class OverClaim(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster} {self.day} {self.gpu_model}: {self.overclaimed_gpu_hours} GPU-h over-claimed"
+
+
+class AllocatedHour(models.Model):
+    """What allocation billed one job in one hour of a contended cluster-day (claims beyond the GPUs that exist,
+    GPUs shared or unconfirmed): the hours of the job's usage rows of that day. Elsewhere a job-day is billed its
+    full claim, hour by hour, and no row is kept."""
+
+    job = models.ForeignKey("usage.Job", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    hour = models.DateTimeField()
+    gpu_model = models.CharField(max_length=200)
+    mig_profile = models.CharField(max_length=32, blank=True)
+    gpu_hours = models.DecimalField(**HOURS)
+
+    class Meta:
+        ordering = ["hour"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "day", "hour", "gpu_model", "mig_profile"], name="allocatedhour_unique"
+            ),
+        ]
+        indexes = [models.Index(fields=["cluster", "hour"], name="allocatedhour_cluster_hour_idx")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} {self.hour:%Y-%m-%d %H}h: {self.gpu_hours} GPU-h"

@@ -31,7 +31,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='gpu',
             name='unconfirmed',
-            field=models.BooleanField(db_default=False, default=False, help_text="Seen beyond the cluster's declared capacity: neither capacity nor billed until an admin confirms it."),
+            field=models.BooleanField(db_default=False, default=False, help_text="Beyond the cluster's declared capacity: neither capacity nor billed until an admin confirms it."),
         ),
         migrations.AddIndex(
             model_name='gpu',
