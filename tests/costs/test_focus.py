@@ -41,9 +41,9 @@ def rows_of(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
+
 def csv_text(*, month: Month, team_ids=None) -> str:
     return "".join(c if isinstance(c, str) else c.decode() for c in focus_csv(month=month, team_ids=team_ids))
-
 
 @pytest.fixture
 def usage(cast, cluster):
