@@ -337,7 +337,8 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
 def _cover_allocation(capacity: dict[str, Capacity], allocated: Allocated) -> None:
     """A cluster known only from its collectors has at least the GPUs its jobs held: a job that held GPUs before
     they first reported (or after the close froze the month's capacity) extends the day's capacity to cover it.
-    Declared capacity is authoritative instead: allocation beyond it is a gap that reconcile names."""
+    Allocation (governance/costs/allocation.py) keeps what is billed within what exists; this is a guard for a closed
+    month's frozen capacity. Declared capacity is authoritative: reconcile names a day billed beyond it."""
     for model, used in allocated.by_model.items():
         cap = capacity.get(model, Capacity())
         if used.gpu_hours > cap.gpu_hours or used.cost > cap.cost:
