@@ -5,51 +5,86 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('api', '0005_apitoken_expiry'),
-        ('costs', '0009_commitments'),
-        ('fleet', '0003_capacity_gpu_evidence'),
-        ('usage', '0012_capacity_source_token'),
+        ("api", "0005_apitoken_expiry"),
+        ("costs", "0009_commitments"),
+        ("fleet", "0003_capacity_gpu_evidence"),
+        ("usage", "0012_capacity_source_token"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AllocatedHour',
+            name="AllocatedHour",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('day', models.DateField()),
-                ('hour', models.DateTimeField()),
-                ('gpu_model', models.CharField(max_length=200)),
-                ('mig_profile', models.CharField(blank=True, max_length=32)),
-                ('gpu_hours', models.DecimalField(decimal_places=6, max_digits=20)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster')),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='usage.job')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("day", models.DateField()),
+                ("hour", models.DateTimeField()),
+                ("gpu_model", models.CharField(max_length=200)),
+                ("mig_profile", models.CharField(blank=True, max_length=32)),
+                ("gpu_hours", models.DecimalField(decimal_places=6, max_digits=20)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="fleet.cluster"
+                    ),
+                ),
+                (
+                    "job",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="+", to="usage.job"),
+                ),
             ],
             options={
-                'ordering': ['hour'],
-                'indexes': [models.Index(fields=['cluster', 'hour'], name='allocatedhour_cluster_hour_idx')],
-                'constraints': [models.UniqueConstraint(fields=('job', 'day', 'hour', 'gpu_model', 'mig_profile'), name='allocatedhour_unique')],
+                "ordering": ["hour"],
+                "indexes": [models.Index(fields=["cluster", "hour"], name="allocatedhour_cluster_hour_idx")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("job", "day", "hour", "gpu_model", "mig_profile"), name="allocatedhour_unique"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='OverClaim',
+            name="OverClaim",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('day', models.DateField()),
-                ('gpu_model', models.CharField(max_length=200)),
-                ('token_name', models.CharField(blank=True, help_text='Empty: an import, or samples only.', max_length=200)),
-                ('claimed_gpu_hours', models.DecimalField(decimal_places=6, max_digits=20)),
-                ('billed_gpu_hours', models.DecimalField(decimal_places=6, max_digits=20)),
-                ('overclaimed_gpu_hours', models.DecimalField(decimal_places=6, max_digits=20)),
-                ('jobs', models.JSONField(default=list)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster')),
-                ('token', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='api.apitoken')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("day", models.DateField()),
+                ("gpu_model", models.CharField(max_length=200)),
+                (
+                    "token_name",
+                    models.CharField(blank=True, help_text="Empty: an import, or samples only.", max_length=200),
+                ),
+                ("claimed_gpu_hours", models.DecimalField(decimal_places=6, max_digits=20)),
+                ("billed_gpu_hours", models.DecimalField(decimal_places=6, max_digits=20)),
+                ("overclaimed_gpu_hours", models.DecimalField(decimal_places=6, max_digits=20)),
+                ("jobs", models.JSONField(default=list)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="fleet.cluster"
+                    ),
+                ),
+                (
+                    "token",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="api.apitoken",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-day', 'cluster', 'gpu_model', 'token_name'],
-                'constraints': [models.UniqueConstraint(fields=('cluster', 'day', 'gpu_model', 'token'), name='overclaim_unique', nulls_distinct=False), models.CheckConstraint(condition=models.Q(('overclaimed_gpu_hours__gt', 0)), name='overclaim_positive')],
+                "ordering": ["-day", "cluster", "gpu_model", "token_name"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("cluster", "day", "gpu_model", "token"), name="overclaim_unique", nulls_distinct=False
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("overclaimed_gpu_hours__gt", 0)), name="overclaim_positive"
+                    ),
+                ],
             },
         ),
     ]

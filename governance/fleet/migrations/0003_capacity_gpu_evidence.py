@@ -6,35 +6,50 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('api', '0005_apitoken_expiry'),
-        ('fleet', '0002_gpu_memory_total_nullable'),
+        ("api", "0005_apitoken_expiry"),
+        ("fleet", "0002_gpu_memory_total_nullable"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='gpu',
-            name='confirmed_at',
-            field=models.DateTimeField(blank=True, help_text='When an admin confirmed it.', null=True),
+            model_name="gpu",
+            name="confirmed_at",
+            field=models.DateTimeField(blank=True, help_text="When an admin confirmed it.", null=True),
         ),
         migrations.AddField(
-            model_name='gpu',
-            name='created_at',
-            field=models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), help_text='When a batch first named it (server time).'),
+            model_name="gpu",
+            name="created_at",
+            field=models.DateTimeField(
+                db_default=django.db.models.functions.datetime.Now(),
+                help_text="When a batch first named it (server time).",
+            ),
         ),
         migrations.AddField(
-            model_name='gpu',
-            name='introduced_by',
-            field=models.ForeignKey(blank=True, help_text="The ingest token whose batch first named it (none: an operator's import).", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='api.apitoken'),
+            model_name="gpu",
+            name="introduced_by",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="The ingest token whose batch first named it (none: an operator's import).",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="api.apitoken",
+            ),
         ),
         migrations.AddField(
-            model_name='gpu',
-            name='unconfirmed',
-            field=models.BooleanField(db_default=False, default=False, help_text="Beyond the cluster's declared capacity: neither capacity nor billed until an admin confirms it."),
+            model_name="gpu",
+            name="unconfirmed",
+            field=models.BooleanField(
+                db_default=False,
+                default=False,
+                help_text="Beyond the cluster's declared capacity: neither capacity nor billed until an admin confirms it.",
+            ),
         ),
         migrations.AddIndex(
-            model_name='gpu',
-            index=models.Index(condition=models.Q(('unconfirmed', True)), fields=['cluster'], name='gpu_unconfirmed_idx'),
+            model_name="gpu",
+            index=models.Index(
+                condition=models.Q(("unconfirmed", True)), fields=["cluster"], name="gpu_unconfirmed_idx"
+            ),
         ),
     ]

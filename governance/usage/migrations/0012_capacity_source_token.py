@@ -5,21 +5,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('api', '0005_apitoken_expiry'),
-        ('usage', '0011_nullable_metrics_and_gpus'),
+        ("api", "0005_apitoken_expiry"),
+        ("usage", "0011_nullable_metrics_and_gpus"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='ingestbatch',
-            name='token',
-            field=models.ForeignKey(blank=True, help_text="The ingest token that sent it (none: an operator's import).", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='api.apitoken'),
+            model_name="ingestbatch",
+            name="token",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="The ingest token that sent it (none: an operator's import).",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="api.apitoken",
+            ),
         ),
         migrations.AddField(
-            model_name='job',
-            name='source_token',
-            field=models.ForeignKey(blank=True, help_text="The ingest token whose batch last wrote the job's record (none: an import, or samples only).", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='api.apitoken'),
+            model_name="job",
+            name="source_token",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="The ingest token whose batch last wrote the job's record (none: an import, or samples only).",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="api.apitoken",
+            ),
         ),
     ]
