@@ -272,6 +272,10 @@ try:
     MIG_EXTRA_PROFILES = mig_extra_parse(env_str("MIG_EXTRA_PROFILES"))
 except ValueError as exc:
     raise ImproperlyConfigured(f"MIG_EXTRA_PROFILES: {exc}") from None
+# The fleet grows by evidence: samples naming more GPUs than this on one node (a MIG instance counts 1/7) are
+# refused, and so are a batch's records on new GPUs beyond what one token may introduce per cluster in an hour.
+FLEET_MAX_GPUS_PER_NODE = env_int("FLEET_MAX_GPUS_PER_NODE", 16)
+FLEET_MAX_NEW_GPUS_PER_TOKEN_HOUR = env_int("FLEET_MAX_NEW_GPUS_PER_TOKEN_HOUR", 64)
 # A GPU averaging under this SM utilisation (percent) in a sample counts as idle.
 GOVERNANCE_IDLE_SM_PERCENT = env_float("GOVERNANCE_IDLE_SM_PERCENT", 1.0)
 GOVERNANCE_DEFAULT_CURRENCY = env_str("GOVERNANCE_DEFAULT_CURRENCY", "USD")

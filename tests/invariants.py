@@ -6,6 +6,8 @@
 - Corrections carry a month and a reason, and no correction row is zero.
 - Money adds up as printed: per billed month the statement's printed lines sum to its printed total, which is the
   exact total rounded, and each team's printed breakdowns sum to the team's printed line (the pages' own builders).
+- Billing is bounded by what exists: per cluster, GPU model and hour, the GPU-hours usage rows bill are at most the
+  GPUs the cluster has then (declared, else the confirmed GPUs collectors saw).
 - Waste is a partition of the bill: the findings' waste of a job is at most the job's usage charges, and of a
   team at most the team's.
 """
@@ -13,14 +15,20 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.db.models import Sum
 
-from governance.costs.models import Charge, MonthClose, StatementLine
+from governance.costs.models import AllocatedHour, Charge, MonthClose, StatementLine
+from governance.costs.pricing import mig_fraction
 from governance.costs.selectors import reconcile
+from governance.costs.terms import TermsByMonth
+from governance.fleet.models import Gpu
 from governance.lib.money import to_cents
 from governance.lib.months import Month
+from governance.usage.models import Job, JobGpuHour
 
 TWO_CENTS = Decimal("0.02")
 ClosedTotals = dict[tuple[str, int | None, str], Decimal]
@@ -126,8 +134,124 @@ def assert_waste_within_bill() -> dict[str, dict]:
     return {"jobs": {j: (w, job_bill.get(j)) for j, w in job_waste.items()}, "teams": dict(team_waste)}
 
 
+HOUR = timedelta(hours=1)
+# Rows are stored to the micro-GPU-hour: a sum of n of them may pass an exact bound by n x 0.5e-6.
+ROUNDING = Decimal("0.000001")
+
+
+def _hours(lo: datetime, hi: datetime) -> list[tuple[datetime, Decimal]]:
+    """Each hour lo..hi touches, with the part of it (in hours) that lies within lo..hi."""
+    out = []
+    hour = lo.replace(minute=0, second=0, microsecond=0)
+    while hour < hi:
+        part = min(hi, hour + HOUR) - max(lo, hour)
+        out.append((hour, Decimal(part.total_seconds()) / 3600))
+        hour += HOUR
+    return out
+
+
+def _share(model: str, profile: str) -> Decimal:
+    f = mig_fraction(model, profile)
+    return Decimal(f.numerator) / f.denominator
+
+
+def _capacity_by_hour() -> dict[tuple[str, str, datetime], Decimal]:
+    """What each cluster has per model and hour: its declared count in force (the terms its month was priced
+    under), else each confirmed GPU from the hour of its first report until an hour after its last, or its grace
+    period after it, whichever is later (a bound: pricing may stop sooner)."""
+    terms = TermsByMonth()
+    out: dict[tuple[str, str, datetime], Decimal] = defaultdict(Decimal)
+    days = Charge.objects.filter(kind="usage").values_list("cluster_name", "day").distinct()
+    declared_days = set()
+    for cluster, day in days:
+        month_terms = terms.of(Month(day.year, day.month))
+        first = datetime(day.year, day.month, day.day, tzinfo=UTC)
+        if not month_terms.declares(cluster, first + timedelta(days=1)):
+            continue
+        declared_days.add((cluster, day))
+        for (where, model), steps in month_terms.declared.items():
+            if where != cluster:
+                continue
+            for i, (since, count) in enumerate(steps):
+                upto = steps[i + 1][0] if i + 1 < len(steps) else first + timedelta(days=1)
+                lo, hi = max(since, first), min(upto, first + timedelta(days=1))
+                for hour, part in _hours(lo, hi) if hi > lo else []:
+                    out[(cluster, model, hour)] += part * count
+    grace = timedelta(hours=settings.GOVERNANCE_GPU_GONE_AFTER_HOURS)
+    gpus = Gpu.objects.filter(unconfirmed=False).values_list(
+        "cluster__name", "model", "mig_profile", "first_seen_at", "last_seen_at"
+    )
+    for cluster, model, profile, first_seen, last_seen in gpus:
+        lo = first_seen.replace(minute=0, second=0, microsecond=0)
+        hi = max(last_seen.replace(minute=0, second=0, microsecond=0) + HOUR, last_seen + grace)
+        for hour, part in _hours(lo, hi):
+            if (cluster, hour.date()) not in declared_days:
+                out[(cluster, model, hour)] += part * _share(model, profile)
+    return out
+
+
+def _row_hours(row: dict, kept: dict, seen: dict, jobs: dict) -> list[tuple[datetime, Decimal]]:
+    """The hours of one usage row: what allocation kept for it, else the job's own claim over the row's period (its
+    declared count, else the GPUs its samples show), which must add up to the row."""
+    key = (row["job_id"], row["day"], row["gpu_model"], row["mig_profile"])
+    if key in kept:
+        spread = kept[key]
+    else:
+        gpus, start = jobs[row["job_id"]]
+        share = _share(row["gpu_model"], row["mig_profile"])
+        span = _hours(row["period_start"], row["period_end"])
+        if gpus and start is not None:
+            spread = [(hour, part * gpus * share) for hour, part in span]
+        else:
+            shown = seen.get(key, {})
+            spread = [(hour, part * shown.get(hour, 0) * share) for hour, part in span]
+    total = sum((h for _, h in spread), Decimal(0))
+    assert abs(total - row["gpu_hours"]) <= ROUNDING * (len(spread) + 1), (
+        f"job {row['job_ref']} on {row['day']} is billed {row['gpu_hours']} GPU-hours of {row['gpu_model']} but its"
+        f" hours add up to {total}"
+    )
+    return spread
+
+
+def assert_billed_within_capacity() -> None:
+    """Per cluster, model and hour over every billed month: the GPU-hours billed <= the GPUs that exist."""
+    rows = list(
+        Charge.objects.filter(kind="usage", gpu_hours__gt=0).values(
+            "job_id", "job_ref", "cluster_name", "day", "gpu_model", "mig_profile", "period_start", "period_end",
+            "gpu_hours",
+        )
+    )  # fmt: skip
+    if not rows:
+        return
+    kept: dict[tuple, list[tuple[datetime, Decimal]]] = defaultdict(list)
+    for r in AllocatedHour.objects.values("job_id", "day", "gpu_model", "mig_profile", "hour", "gpu_hours"):
+        kept[(r["job_id"], r["day"], r["gpu_model"], r["mig_profile"])].append((r["hour"], r["gpu_hours"]))
+    seen: dict[tuple, dict[datetime, int]] = defaultdict(lambda: defaultdict(int))
+    ids = {r["job_id"] for r in rows}
+    for job, hour, model, profile in JobGpuHour.objects.filter(job_id__in=ids).values_list(
+        "job_id", "hour", "gpu__model", "gpu__mig_profile"
+    ):
+        seen[(job, hour.date(), model, profile)][hour] += 1
+    jobs = {pk: (gpus, start) for pk, gpus, start in Job.objects.filter(pk__in=ids).values_list(
+        "pk", "gpus", "start_time")}  # fmt: skip
+    billed: dict[tuple[str, str, datetime], Decimal] = defaultdict(Decimal)
+    count: dict[tuple[str, str, datetime], int] = defaultdict(int)
+    for row in rows:
+        for hour, hours in _row_hours(row, kept, seen, jobs):
+            billed[(row["cluster_name"], row["gpu_model"], hour)] += hours
+            count[(row["cluster_name"], row["gpu_model"], hour)] += 1
+    capacity = _capacity_by_hour()
+    over = {
+        f"{c} {m} {h:%Y-%m-%d %H}h": (str(b), str(capacity.get((c, m, h), 0)))
+        for (c, m, h), b in billed.items()
+        if b > capacity.get((c, m, h), Decimal(0)) + ROUNDING * count[(c, m, h)]
+    }
+    assert not over, f"hours billed beyond the GPUs that exist (billed, capacity): {dict(list(over.items())[:10])}"
+
+
 def assert_billing_invariants(before: ClosedTotals | None = None) -> None:
     assert_every_month_reconciles()
+    assert_billed_within_capacity()
     assert_corrections_well_formed()
     assert_printed_totals_add_up()
     if before is not None:

@@ -38,6 +38,8 @@ EXEMPT: dict[str, str] = {
     "costs.charge": "the ledger, derived from usage and terms (the terms are audited)",
     "costs.statementline": "a closed month's frozen lines (the close is audited)",
     "costs.capacityday": "derived from declared capacity and the fleet",
+    "costs.overclaim": "GPU-hours the pricing pass found claimed beyond the GPUs that exist (derived, never billed)",
+    "costs.allocatedhour": "the pricing pass's per-hour allocation of a contended cluster-day",
     "costs.pricingfailure": "a job-day the pricing pass could not price, and its retries (the retry action is audited)",
     "costs.budgetalert": "an event the budget check raises and announces",
     "costs.anomaly": "an event the anomaly detector raises and announces",

@@ -14,6 +14,7 @@ from governance.costs.models import (
     Commitment,
     DeclaredCapacity,
     MonthClose,
+    OverClaim,
     PricingFailure,
     RateCard,
     StatementLine,
@@ -224,3 +225,23 @@ class ChargeAdmin(ReadOnlyAdmin):
 class CapacityDayAdmin(ReadOnlyAdmin):
     list_display = ("cluster", "day", "gpu_model", "gpu_hours", "cost", "priced_until")
     list_filter = ("cluster",)
+
+
+@admin.register(OverClaim)
+class OverClaimAdmin(ReadOnlyAdmin):
+    """GPU-hours claimed beyond the GPUs a cluster has, per day, model and ingest token: never billed."""
+
+    list_display = ("day", "cluster", "gpu_model", "token_name", "claimed_gpu_hours", "billed_gpu_hours",
+                    "overclaimed_gpu_hours", "job_refs")  # fmt: skip
+    list_filter = ("cluster", "gpu_model", "token_name")
+    date_hierarchy = "day"
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return bool(request.user.is_active and request.user.is_platform_admin)
+
+    def has_module_permission(self, request) -> bool:
+        return bool(request.user.is_active and request.user.is_platform_admin)
+
+    @admin.display(description="jobs")
+    def job_refs(self, obj: OverClaim) -> str:
+        return ", ".join(j["job"] for j in obj.jobs[:10]) + (" ..." if len(obj.jobs) > 10 else "")

@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
 from governance.api.fields import MonthField
+from governance.api.permissions import AdminOnly
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs import api_failures, api_terms
 from governance.costs.api_terms import NOT_ALLOWED, validation_error
@@ -29,6 +30,7 @@ from governance.costs.footprint import footprint_by_team
 from governance.costs.forecasts import GROUPS, last_whole_day, spend_forecast
 from governance.costs.models import (
     Anomaly,
+    OverClaim,
 )
 from governance.costs.selectors import chargeback_by_team, month_closed, unattributed
 from governance.costs.services import (
@@ -266,7 +268,40 @@ class AnomalyViewSet(VisibleQuerysetMixin, mixins.ListModelMixin, viewsets.Gener
         )
 
 
+class OverClaimSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name")
+    token = serializers.CharField(source="token_name", help_text="The ingest token whose records claimed it.")
+    jobs = serializers.ListField(child=serializers.DictField(), help_text="[{job, team, claimed, billed}]")
+
+    class Meta:
+        model = OverClaim
+        fields = ["id", "cluster", "day", "gpu_model", "token", "claimed_gpu_hours", "billed_gpu_hours",
+                  "overclaimed_gpu_hours", "jobs", "updated_at"]  # fmt: skip
+
+
+class OverClaimFilter(filters.FilterSet):
+    cluster = filters.CharFilter(field_name="cluster__name")
+    since = filters.DateFilter(field_name="day", lookup_expr="gte")
+
+    class Meta:
+        model = OverClaim
+        fields = ["cluster", "since", "gpu_model"]
+
+
+class OverClaimViewSet(VisibleQuerysetMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+    """GPU-hours jobs claimed beyond the GPUs a cluster has (never billed), per day, model and ingest token, with
+    the jobs that claimed them; admins only."""
+
+    serializer_class = OverClaimSerializer
+    filterset_class = OverClaimFilter
+    permission_classes = [HasReadScope, AdminOnly]
+
+    def visible(self, user: User) -> QuerySet[OverClaim]:
+        return OverClaim.objects.select_related("cluster").order_by("-day", "cluster__name", "gpu_model", "id")
+
+
 ROUTES = [
+    ("overclaims", OverClaimViewSet, "overclaims"),
     ("billing-modes", api_terms.BillingModeViewSet, "billing-modes"),
     ("grid-intensity", api_terms.GridIntensityViewSet, "grid-intensity"),
     ("anomalies", AnomalyViewSet, "anomalies"),

@@ -4,6 +4,7 @@ out, the rest of its cluster-day and of the pass is priced, and the periodic pas
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from datetime import date, datetime
 
@@ -14,10 +15,17 @@ from governance.costs.models import PricingFailure
 from governance.lib.enqueue import enqueue_on_commit
 from governance.usage.models import PricingMark
 
+logger = logging.getLogger(__name__)
+Failed = dict[tuple[int, int, date], str]
 
-def pricing_failures_record(
-    *, failed: dict[tuple[int, int, date], str], priced: Iterable[tuple[int, date]], now: datetime
-) -> None:
+
+def job_day_failed(failed: Failed, job: int, cluster_id: int, day: date, exc: Exception) -> None:
+    """Note a job-day the pass could not price; the pass goes on with the rest."""
+    logger.exception("pricing job %s on %s failed; the rest of the pass goes on", job, day, exc_info=exc)
+    failed[(job, cluster_id, day)] = f"{type(exc).__name__}: {exc}"
+
+
+def pricing_failures_record(*, failed: Failed, priced: Iterable[tuple[int, date]], now: datetime) -> None:
     """Keep each failed (job, cluster, day) with its error and count the attempt; forget the job-days priced now."""
     if PricingFailure.objects.exists():
         done = set(priced)

@@ -16,9 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from fractions import Fraction
 
-from collectors.mig import UnknownMigProfile
+from governance.costs.allocation import GpuSeen, Held, capacity_intervals
 from governance.costs.pricing import gpu_hours, mig_fraction, price_interval, scale
 from governance.costs.terms import SHARE, Terms
 from governance.lib.months import Month
@@ -75,6 +74,8 @@ class JobFacts:
     team_id: int | None
     team: str
     profile: str = ""  # the MIG profile its GPUs are (empty: whole GPUs)
+    token_id: int | None = None  # the ingest token whose batch wrote its record
+    token: str = ""
 
     @property
     def declared(self) -> bool:
@@ -197,14 +198,25 @@ def job_day_rows(job: JobFacts, day: date, until: datetime, hours: list[HourUse]
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class GpuSeen:
-    """A GPU (or MIG instance) as the inventory knows it: what it is and when collectors first and last saw it."""
-
-    model: str
-    profile: str
-    first_seen: datetime
-    last_seen: datetime
+def allocated_rows(job: JobFacts, day: date, held: dict[tuple[str, str], Held], hours: list[HourUse],
+                   terms: Terms) -> list[dict]:  # fmt: skip
+    """The usage rows of one job's day as allocation billed it (a cluster-day whose claims are priced together),
+    each stretch at the rate in force then."""
+    rows = []
+    for (model, profile), h in sorted(held.items()):
+        if not h.claimed:
+            continue
+        rates = terms.book.pricing(job.cluster, model).rates
+        cost = sum((price_interval(lo, hi, 1, rates).cost * billed / gpu_hours(lo, hi, 1)
+                    for lo, hi, billed in h.stretches), ZERO)  # fmt: skip
+        spans = h.stretches or [(day_start(day), day_start(day), ZERO)]
+        use = Use()
+        for u in hours:
+            if job.declared or (u.model or job.model, u.profile) == (model, profile):
+                use.add(u)
+        lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
+        rows.append(_row(job, day, lo, hi, model, profile, h.billed, cost, use, terms, terms.currency))
+    return rows
 
 
 @dataclass
@@ -213,45 +225,17 @@ class Capacity:
     cost: Decimal = ZERO
 
 
-def _floor_hour(moment: datetime) -> datetime:
-    return moment.replace(minute=0, second=0, microsecond=0)
-
-
 def day_capacity(
     cluster: str, day: date, until: datetime, gpus: list[GpuSeen], terms: Terms, grace: timedelta
 ) -> dict[str, Capacity]:
     """Per GPU model, the GPU-hours and cost a cluster could bill on a day of a period that runs until `until`
-    (the month's end, or now while it runs): its declared capacity where it declares any, else the GPUs seen,
-    each from the hour of its first report to the hour after its last, or to `until` if it reported within
-    `grace` of it (a GPU between two reports still exists)."""
+    (the month's end, or now while it runs): what it has (governance/costs/allocation.py) over the day."""
     first = day_start(day)
     end = min(first + DAY, until)
     out: dict[str, Capacity] = defaultdict(Capacity)
     if end <= first:
         return {}
-    intervals: dict[tuple[str, Fraction, datetime, datetime], int] = defaultdict(int)
-    if terms.declares(cluster, end):
-        for (where, model), steps in terms.declared.items():
-            if where != cluster:
-                continue
-            for i, (since, count) in enumerate(steps):
-                upto = steps[i + 1][0] if i + 1 < len(steps) else end
-                lo, hi = max(since, first), min(upto, end)
-                if hi > lo and count:
-                    intervals[(model, Fraction(1), lo, hi)] += count
-    else:
-        for g in gpus:
-            lo = _floor_hour(g.first_seen)
-            hi = _floor_hour(g.last_seen) + HOUR
-            if g.last_seen >= until - grace:
-                hi = max(hi, until)
-            lo, hi = max(lo, first), min(hi, end)
-            if hi > lo:
-                try:
-                    fraction = mig_fraction(g.model, g.profile)
-                except UnknownMigProfile:
-                    continue  # not priced: the job-days on it fail and are listed; capacity does not guess its share
-                intervals[(g.model, fraction, lo, hi)] += 1
+    intervals = capacity_intervals(cluster, first, end, until, gpus, terms, grace)
     for (model, fraction, lo, hi), count in intervals.items():
         rates = terms.book.pricing(cluster, model).rates
         cap = out[model]

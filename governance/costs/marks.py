@@ -103,3 +103,12 @@ def running_jobs_mark(*, now: datetime | None = None) -> int:
     marks.extend(PricingMark(job_id=None, cluster_id=c, day=d) for c in clusters for d in cluster_days)
     PricingMark.objects.bulk_create(marks, batch_size=5000)
     return len(marks)
+
+
+def gpus_confirmed_mark(*, pks: list[int]) -> int:
+    """Mark the open days from the first report of these GPUs, per cluster and model (see terms_changed)."""
+    found = 0
+    rows = Gpu.objects.filter(pk__in=pks).values("cluster_id", "model").annotate(since=Min("first_seen_at"))
+    for r in rows.order_by():
+        found += terms_changed(since=r["since"], cluster_id=r["cluster_id"], gpu_model=None)
+    return found

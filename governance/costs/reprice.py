@@ -23,12 +23,13 @@ from django.utils import timezone
 
 from governance.costs import corrections
 from governance.costs.commitment_rows import commitment_days_refresh, commitments_apply, job_days_widen
-from governance.costs.failures import pricing_failures_record
+from governance.costs.contended import contended_rows
+from governance.costs.contention import contended_days, inventory
+from governance.costs.failures import Failed, job_day_failed, pricing_failures_record
 from governance.costs.ledger import (
     DAY,
     Allocated,
     Capacity,
-    GpuSeen,
     HourUse,
     JobFacts,
     day_capacity,
@@ -40,8 +41,9 @@ from governance.costs.ledger import (
 from governance.costs.ledger_writes import WRITE_BATCH, rows_insert, usage_replace
 from governance.costs.locks import lock_cluster_days, lock_jobs, lock_months
 from governance.costs.models import CapacityDay, Charge
+from governance.costs.overclaims import gpus_confirmation_refresh
 from governance.costs.terms import SHARE, TermsByMonth
-from governance.fleet.models import Cluster, Gpu
+from governance.fleet.models import Cluster
 from governance.lib.enqueue import enqueue_on_commit
 from governance.lib.months import Month
 from governance.usage.models import Job, JobGpuHour, PricingMark
@@ -116,25 +118,30 @@ def reprice(
     now = now or timezone.now()
     terms = TermsByMonth()
     job_days_widen(job_days, cluster_days, terms)
+    gpus_confirmation_refresh(cluster_ids={c for c, _ in cluster_days} | _job_clusters(job_days), terms=terms.live(),
+                              now=now)  # fmt: skip
+    contended = contended_days(job_days, cluster_days, terms, now)
     months = {month_of(d) for days in job_days.values() for d in days} | {month_of(d) for _, d in cluster_days}
     lock_months(months, shared=True)
     jobs = _jobs(job_days.keys())
     lock_jobs(sorted(jobs))
     rows: list[dict] = []
     hours = _hour_use(jobs, job_days)
-    failed: dict[tuple[int, int, date], str] = {}
+    failed: Failed = {}
     for pk, days in job_days.items():
         job = jobs.get(pk)
         if job is None:
             continue
         for day in sorted(days):
+            if (job.cluster_id, day) in contended:
+                continue
             month = month_of(day)
             until = now if not terms.closed(month) else month.end
             try:
                 rows.extend(job_day_rows(job, day, until, hours.get((pk, day), []), terms.of(month)))
             except Exception as exc:
-                logger.exception("pricing job %s on %s failed; the rest of the pass goes on", pk, day)
-                failed[(pk, job.cluster_id, day)] = f"{type(exc).__name__}: {exc}"
+                job_day_failed(failed, pk, job.cluster_id, day, exc)
+    rows.extend(contended_rows(contended, job_days, jobs, hours, terms, failed))
     # A job-day that failed keeps the rows it had (its last good price) until a retry succeeds.
     for pk, _, day in failed:
         job_days[pk].discard(day)
@@ -159,6 +166,10 @@ def reprice(
         corrections.corrections_refresh(corrected=month, now=now)
     return Repriced(job_days=sum(len(d) for d in job_days.values()), cluster_days=len(touched),
                     corrected_months=len(closed))  # fmt: skip
+
+
+def _job_clusters(job_days: dict[int, set[date]]) -> set[int]:
+    return set(Job.objects.filter(pk__in=list(job_days)).values_list("cluster_id", flat=True).distinct())
 
 
 def _shared_months(keys: set[tuple[int, date]], terms: TermsByMonth, now: datetime) -> set[tuple[int, date]]:
@@ -193,11 +204,12 @@ def _jobs(ids: Iterable[int]) -> dict[int, JobFacts]:
     out = {}
     rows = Job.objects.filter(pk__in=ids).values_list(
         "pk", "external_id", "cluster_id", "cluster__name", "user_name", "gpus", "gpu_model", "start_time",
-        "end_time", "project_id", "project__name", "project__team_id", "project__team__name",
+        "end_time", "project_id", "project__name", "project__team_id", "project__team__name", "source_token_id",
+        "source_token__name",
     )  # fmt: skip
-    for pk, ref, cid, cluster, user, gpus, model, start, end, project_id, project, team_id, team in rows:
+    for pk, ref, cid, cluster, user, gpus, model, start, end, project_id, project, team_id, team, tid, tname in rows:
         out[pk] = JobFacts(pk, ref, cid, cluster, user, gpus, model, start, end, project_id, project or "", team_id,
-                           team or "", profiles.get(pk, ""))  # fmt: skip
+                           team or "", profiles.get(pk, ""), tid, tname or "")  # fmt: skip
     return out
 
 
@@ -251,11 +263,7 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
     keys = set(keys)
     lock_cluster_days(sorted(keys))
     clusters = dict(Cluster.objects.filter(pk__in={c for c, _ in keys}).values_list("pk", "name"))
-    inventory: dict[int, list[GpuSeen]] = defaultdict(list)
-    for cid, model, profile, first, last in Gpu.objects.filter(cluster_id__in=clusters).values_list(
-        "cluster_id", "model", "mig_profile", "first_seen_at", "last_seen_at"
-    ):
-        inventory[cid].append(GpuSeen(model, profile, first, last))
+    gpus = inventory(set(clusters))
     days = sorted({d for _, d in keys})
     usage = (
         Charge.objects.filter(kind=Charge.Kind.USAGE, cluster_id__in=clusters, day__gte=days[0], day__lte=days[-1])
@@ -294,7 +302,7 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
         if terms.closed(month) and (cid, day) in frozen:
             capacity = dict(frozen[(cid, day)])
         else:
-            capacity = day_capacity(clusters[cid], day, until, inventory[cid], month_terms, grace)
+            capacity = day_capacity(clusters[cid], day, until, gpus[cid], month_terms, grace)
         if not month_terms.declares(clusters[cid], min(until, day_start(day) + DAY)):
             _cover_allocation(capacity, allocated[(cid, day)])
         upto = min(until, day_start(day) + DAY)
@@ -318,7 +326,8 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
 def _cover_allocation(capacity: dict[str, Capacity], allocated: Allocated) -> None:
     """A cluster known only from its collectors has at least the GPUs its jobs held: a job that held GPUs before
     they first reported (or after the close froze the month's capacity) extends the day's capacity to cover it.
-    Declared capacity is authoritative instead: allocation beyond it is a gap that reconcile names."""
+    Allocation (governance/costs/allocation.py) keeps what is billed within what exists; this is a guard for a closed
+    month's frozen capacity. Declared capacity is authoritative: reconcile names a day billed beyond it."""
     for model, used in allocated.by_model.items():
         cap = capacity.get(model, Capacity())
         if used.gpu_hours > cap.gpu_hours or used.cost > cap.cost:

@@ -37,3 +37,9 @@ def detect_anomalies() -> int:
     from governance.costs.anomalies import anomalies_detect
 
     return len(anomalies_detect())
+
+
+@shared_task(name="costs.gpus_confirmed")
+def gpus_confirmed(pks: list[int]) -> int:
+    """GPUs an admin confirmed count as capacity and are billed from their first report: mark those days."""
+    return marks.gpus_confirmed_mark(pks=pks)

@@ -1,12 +1,21 @@
 """Clusters, nodes and GPUs: shared infrastructure every signed-in user may read; admins set cluster policy."""
 
+from typing import cast
+
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
 
-from governance.api.permissions import AdminWrites, HasReadScope
+from governance.api.models import ApiToken, AuditEntry
+from governance.api.permissions import AdminOnly, AdminWrites, HasReadScope
+from governance.api.services import audit_entry_record
 from governance.api.viewsets import ApiModelViewSet, ApiReadOnlyViewSet
 from governance.fleet.models import Cluster, Gpu, Node
+from governance.fleet.services import gpus_confirm
 from governance.org.models import User
 
 
@@ -40,7 +49,7 @@ class GpuSerializer(serializers.ModelSerializer):
         model = Gpu
         fields = [
             "id", "cluster", "node", "uuid", "index", "model", "memory_total_mib", "numa_node", "mig_profile",
-            "first_seen_at", "last_seen_at",
+            "first_seen_at", "last_seen_at", "unconfirmed", "confirmed_at",
         ]  # fmt: skip
 
 
@@ -64,7 +73,7 @@ class GpuFilter(filters.FilterSet):
 
     class Meta:
         model = Gpu
-        fields = ["cluster", "node", "model", "uuid", "mig_profile"]
+        fields = ["cluster", "node", "model", "uuid", "mig_profile", "unconfirmed"]
 
 
 class ClusterViewSet(ApiModelViewSet):
@@ -96,6 +105,19 @@ class GpuViewSet(ApiReadOnlyViewSet):
         if not _signed_in(user):
             return Gpu.objects.none()
         return Gpu.objects.select_related("cluster", "node").order_by("cluster__name", "node__name", "index", "pk")
+
+    @extend_schema(request=None, responses={200: GpuSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[HasReadScope, AdminOnly])
+    def confirm(self, request: Request, pk: str | None = None) -> Response:
+        """Confirm a GPU seen beyond its cluster's declared capacity (admins): it counts as capacity and is billed
+        from its first report."""
+        gpu = self.get_object()
+        if gpus_confirm(pks=[gpu.pk]):
+            token = request.auth if isinstance(request.auth, ApiToken) else None
+            audit_entry_record(actor=cast(User, request.user), token=token, action=AuditEntry.Action.UPDATE,
+                               instance=gpu, changes={"unconfirmed": [True, False]})  # fmt: skip
+            gpu.refresh_from_db()
+        return Response(GpuSerializer(gpu).data)
 
 
 ROUTES = [

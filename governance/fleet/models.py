@@ -1,4 +1,5 @@
 from django.db import models
+from django.db.models.functions import Now
 
 
 class Cluster(models.Model):
@@ -49,10 +50,22 @@ class Gpu(models.Model):
     mig_profile = models.CharField(max_length=32, blank=True)
     first_seen_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
+    created_at = models.DateTimeField(db_default=Now(), help_text="When a batch first named it (server time).")
+    introduced_by = models.ForeignKey(
+        "api.ApiToken", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        help_text="The ingest token whose batch first named it (none: an operator's import).",
+    )  # fmt: skip
+    unconfirmed = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Beyond the cluster's declared capacity: neither capacity nor billed until an admin confirms it.",
+    )
+    confirmed_at = models.DateTimeField(null=True, blank=True, help_text="When an admin confirmed it.")
 
     class Meta:
         ordering = ["cluster", "node", "index"]
         constraints = [models.UniqueConstraint(fields=["cluster", "uuid"], name="gpu_unique_cluster_uuid")]
+        indexes = [models.Index(fields=["cluster"], condition=models.Q(unconfirmed=True), name="gpu_unconfirmed_idx")]
 
     def __str__(self) -> str:
         return f"{self.node.name}:{self.index} {self.model}"

@@ -39,6 +39,10 @@ class Job(models.Model):
     described = models.BooleanField(
         default=False, help_text="False while only samples have named this job (no job record yet)."
     )
+    source_token = models.ForeignKey(
+        "api.ApiToken", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        help_text="The ingest token whose batch last wrote the job's record (none: an import, or samples only).",
+    )  # fmt: skip
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

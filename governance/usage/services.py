@@ -24,6 +24,7 @@ from governance.lib.doors import Door, current_door, door_entered
 from governance.lib.enqueue import enqueue_on_commit, task_named
 from governance.org.services import project_ids_resolver
 from governance.usage import prepared, writer
+from governance.usage.fleet_growth import fleet_growth_check
 from governance.usage.history import JobVersion, job_changes_record
 from governance.usage.marks import job_days_mark
 from governance.usage.models import IngestBatch, Job, JobGpuHour
@@ -101,11 +102,13 @@ def batch_check(
 def usage_batch_receive(
     *, body: bytes, clusters: Collection[str] | None = None, token_id: int | None = None
 ) -> Receipt:
-    """Validate a JSON batch sent through the API by a token (`token_id`) that may report `clusters` (None: any)
-    and store it in the inbox; raises BatchInvalid or BatchConflict. Its records never create teams or projects."""
+    """Validate a JSON batch sent through the API by the token `token_id` that may report `clusters` (None: any)
+    and store it in the inbox; raises BatchInvalid or BatchConflict. Its records never create teams or projects,
+    and the GPUs they name keep the fleet's bounds (governance/usage/fleet_growth.py)."""
     with writer.gc_paused():
         batch = decode_batch(body)
         batch_check(batch=batch, clusters=clusters)
+        fleet_growth_check(batch=batch, token_id=token_id, now=timezone.now())
         return usage_batch_store(batch=batch, body=body, source=IngestBatch.Source.API, token_id=token_id)
 
 
@@ -185,9 +188,11 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
             create = source == IngestBatch.Source.IMPORT
             with writer.gc_paused(), door_entered(_ingest_door(batch_id, token_id)):
                 if form == IngestBatch.Format.PREPARED:
-                    result = usage_prepared_write(batch=prepared.decode(body), create_projects=create)
+                    decoded = prepared.decode(body)
+                    result = usage_prepared_write(batch=decoded, create_projects=create, token_id=token_id)
                 else:  # SQLite, or a batch stored before prepared batches existed
-                    result = usage_records_write(batch=decode_batch(body), create_projects=create)
+                    batch = decode_batch(body)
+                    result = usage_records_write(batch=batch, create_projects=create, token_id=token_id)
     except psycopg.errors.LockNotAvailable:  # another session holds the batch: not an attempt that failed
         raise
     except Exception as exc:
@@ -235,18 +240,21 @@ def inbox_requeue(*, pks: Iterable[int]) -> int:
     return len(revived)
 
 
-def usage_records_write(*, batch: Batch, create_projects: bool = False) -> ProcessResult:
+def usage_records_write(*, batch: Batch, create_projects: bool = False, token_id: int | None = None) -> ProcessResult:
     """Write a decoded batch now, in the current transaction (no inbox)."""
-    return usage_prepared_write(batch=prepared.prepare(batch), create_projects=create_projects)
+    return usage_prepared_write(batch=prepared.prepare(batch), create_projects=create_projects, token_id=token_id)
 
 
-def usage_prepared_write(*, batch: Prepared, create_projects: bool = False) -> ProcessResult:
+def usage_prepared_write(
+    *, batch: Prepared, create_projects: bool = False, token_id: int | None = None
+) -> ProcessResult:
     """Write a prepared batch in the current transaction: jobs, GPUs, samples and rollups.
 
     The bulk of the work (samples in, aggregated per hour) takes no row lock, so workers writing batches of
     the same cluster run side by side; what must lock (jobs, nodes, GPUs, rollup rows) comes last, briefly,
     and in one order everywhere (jobs, then nodes and GPUs, then rollups, each by key), so they never
-    deadlock.
+    deadlock. `token_id`: the ingest token that sent the batch, recorded on the GPUs it introduces and on the jobs
+    whose records it writes.
     """
     header = batch.header
     names = {g.cluster for g in header.gpus} | {r.cluster for r in header.jobs} | {c for c, _, _ in header.job_keys}
@@ -259,9 +267,11 @@ def usage_prepared_write(*, batch: Prepared, create_projects: bool = False) -> P
         models = {pk: model for pk, (_, _, model) in zip(job_ids, header.job_keys, strict=True)}
         pods = {pk: (namespace, c) for pk, (c, e, _) in zip(job_ids, header.job_keys, strict=True)
                 if (namespace := pod_namespace(e))}  # fmt: skip
-        gpu_ids = writer.gpu_ids_ensure(header.gpus, cluster_ids)
+        gpu_ids = writer.gpu_ids_ensure(header.gpus, cluster_ids, token_id=token_id)
         writer.samples_write(batch.rows, gpu_ids, job_ids)
     writer.jobs_apply(header.jobs, models, cluster_ids, create_projects=create_projects, pods=pods)
+    if header.jobs:
+        writer.jobs_source_record(header.jobs, cluster_ids, token_id)
     if header.samples:
         writer.fleet_touch(header.gpus, cluster_ids)
         writer.rollups_fold()

@@ -264,6 +264,8 @@ ROWS = [
     Row("v1:gpu-list", "get", lambda w: f"{V1}/gpus/", everyone(200)),
     Row("v1:gpu-detail", "get", lambda w: f"{V1}/gpus/{w.gpu.pk}/", everyone(200)),
     Row("v1:gpu-detail", "delete", lambda w: f"{V1}/gpus/{w.gpu.pk}/", everyone(405)),
+    Row("v1:gpu-confirm", "post", lambda w: f"{V1}/gpus/{w.gpu.pk}/confirm/", admins(200)),
+    Row("v1:overclaims-list", "get", lambda w: f"{V1}/overclaims/", admins(200)),
     # Jobs: admins and finance all, leads their team's, engineers their own.
     Row("v1:job-list", "get", lambda w: f"{V1}/jobs/", everyone(200)),
     Row("v1:job-detail", "get", lambda w: f"{V1}/jobs/{w.job_alice.pk}/", seen_by(200, *NLP)),

@@ -9,7 +9,7 @@ from governance.costs.models import BudgetAlert
 from governance.costs.services import budget_alerts_check, budget_set
 from governance.lib.months import Month
 from governance.notify import delivery
-from tests.costs.conftest import set_rate
+from tests.costs.conftest import declare, set_rate
 from tests.factories import H100, ingest, job_record
 
 pytestmark = pytest.mark.django_db
@@ -36,6 +36,7 @@ def test_each_crossed_threshold_is_announced_once_by_email_and_webhook(cast, cal
     cast.nlp_lead.email = "lead@example.org"
     cast.nlp_lead.save()
     set_rate(H100, "10.00")
+    declare(1)
     budget_set(team=cast.nlp, month=NOV, amount="200.00", webhook_url="https://hooks.example.org/budget")
     spend(12)  # 120.00 of 200.00: 60 %
 
@@ -66,6 +67,7 @@ def test_the_webhook_comes_from_the_setting_when_the_budget_names_none(cast, cal
                                                                        django_capture_on_commit_callbacks):  # fmt: skip
     settings.GOVERNANCE_BUDGET_WEBHOOK_URL = "https://hooks.example.org/all"
     set_rate(H100, "10.00")
+    declare(1)
     budget_set(team=cast.nlp, month=NOV, amount="100.00", thresholds=[90])
     spend(10)
 

@@ -6,7 +6,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from governance.costs.models import DeclaredCapacity, MonthClose, RateCard
-from tests.costs.conftest import set_rate
+from tests.costs.conftest import declare, set_rate
 from tests.factories import H100, at, ingest, job_record
 
 pytestmark = pytest.mark.django_db
@@ -58,6 +58,7 @@ def test_set_capacity_declares_gpus_of_a_cluster(db, capsys):
 @time_machine.travel("2026-12-02T10:00:00Z", tick=False)
 def test_chargeback_prints_a_table_of_teams(cast, capsys):
     set_rate(H100, "2.00")
+    declare(2)
     ingest([job_record(gpus=2, end_time="2026-11-03T19:12:00Z", state="completed")])
 
     call_command("chargeback", "2026-11", "--team", "nlp", "--format", "table")

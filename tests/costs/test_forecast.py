@@ -74,6 +74,7 @@ def test_a_budget_the_forecast_will_exceed_is_announced_once_with_the_day_it_wil
     cast.nlp_lead.email = "lead@example.org"
     cast.nlp_lead.save()
     set_rate(H100, "10.00")
+    declare(1)
     run("1", "2026-11-01T00:00:00Z", "2026-11-11T00:00:00Z")  # 2,400.00 of 5,000.00 so far
     budget_set(team=cast.nlp, month=NOV, amount="5000.00")
 

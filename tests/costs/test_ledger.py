@@ -11,6 +11,7 @@ from governance.costs.selectors import UNALLOCATED, chargeback_by_team, reconcil
 from governance.lib.months import Month
 from tests.costs.conftest import A100, by_team, cents, declare, set_rate, share_policy
 from tests.factories import H100, at, ingest, job_record, series
+from tests.invariants import assert_billing_invariants
 
 pytestmark = pytest.mark.django_db
 
@@ -76,6 +77,7 @@ def test_a_mig_slice_is_priced_by_its_fraction_of_the_gpu(cast):
 def test_a_job_whose_model_has_no_rate_is_priced_at_the_cluster_default_and_listed(cast, cluster):
     set_rate(H100, "2.00")
     set_rate("*", "1.25", cluster="c1")
+    declare(4, model="Mystery GPU")  # billing is bounded by the GPUs that exist
     ingest([job(job_id="77", gpus=4, gpu_model="Mystery GPU", start_time="2026-11-02T00:00:00Z",
                 end_time="2026-11-02T05:00:00Z")])  # fmt: skip
 
@@ -135,18 +137,34 @@ def test_reconcile_passes_then_fails_when_a_frozen_charge_is_altered(two_teams, 
 
 
 @time_machine.travel("2026-12-02T10:00:00Z", tick=False)
-def test_reconcile_names_the_gap_when_allocation_exceeds_capacity(cast, cluster, capsys):
+def test_a_job_declaring_more_gpus_than_exist_is_billed_what_exists_and_the_rest_is_an_over_claim(cast, cluster):
+    from governance.costs.models import OverClaim
+
     set_rate(H100, "1.00")
     declare(1, since="2026-11-01")
     ingest([job(gpus=2, start_time="2026-11-03T00:00:00Z", end_time="2026-11-03T20:00:00Z")])
 
-    with pytest.raises(CommandError) as failure:
-        call_command("reconcile", "2026-11")
+    # 2 GPUs x 20 h claimed against 1 GPU: 20 GPU-hours billed, 20 over-claimed, 4 h of the day left unallocated.
+    charges = by_team(chargeback_by_team(month=NOV))
+    assert charges["NLP"] == cents(20)
+    (claim,) = OverClaim.objects.all()
+    assert (claim.day.isoformat(), claim.overclaimed_gpu_hours, claim.jobs[0]["job"]) == ("2026-11-03", 20, "4242")
+    assert reconcile(month=NOV).ok
+    assert_billing_invariants()
 
-    # 2 GPUs x 20 h held against 1 GPU x 24 h of capacity
-    assert f"c1: {H100} on 2026-11-03 allocated 40.00 GPU-hours but capacity is 24.00 (gap 16.00 GPU-hours)" in str(
-        failure.value
-    )
+
+@time_machine.travel("2026-12-02T10:00:00Z", tick=False)
+def test_reconcile_still_names_a_gap_where_a_day_bills_more_than_its_capacity(cast, cluster):
+    from governance.costs.models import Charge
+
+    set_rate(H100, "1.00")
+    declare(1, since="2026-11-01")
+    ingest([job(gpus=1, start_time="2026-11-03T00:00:00Z", end_time="2026-11-03T20:00:00Z")])
+    Charge.objects.filter(kind="usage").update(gpu_hours=40)  # what no pricing pass writes any more
+
+    problems = reconcile(month=NOV).problems
+
+    assert f"c1: {H100} on 2026-11-03 allocated 40.00 GPU-hours but capacity is 24.00 (gap 16.00 GPU-hours)" in problems
 
 
 @time_machine.travel("2026-12-02T10:00:00Z", tick=False)

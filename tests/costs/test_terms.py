@@ -170,6 +170,7 @@ def test_the_reprice_command_names_a_bad_month(db):
 @time_machine.travel("2026-11-16T10:00:00Z", tick=False)
 def test_the_forecast_command_prints_json_per_team(cast, cluster):
     set_rate(H100, "2.00")
+    declare(1)
     ingest([job(str(n), f"2026-11-{n:02d}T00:00:00Z", f"2026-11-{n:02d}T05:00:00Z") for n in range(1, 16)])
     out = StringIO()
 
@@ -184,6 +185,7 @@ def test_the_forecast_command_prints_json_per_team(cast, cluster):
 @time_machine.travel("2026-11-16T10:00:00Z", tick=False)
 def test_the_forecast_command_prints_a_line_per_team_with_its_interval(cast, cluster):
     set_rate(H100, "2.00")
+    declare(1)
     ingest([job(str(n), f"2026-11-{n:02d}T00:00:00Z", f"2026-11-{n:02d}T05:00:00Z") for n in range(1, 16)])
     out = StringIO()
 

@@ -4,6 +4,7 @@ from governance.costs.models.budgets import Anomaly, Budget, BudgetAlert
 from governance.costs.models.common import DEFAULT_MODEL, HOURS, MONEY
 from governance.costs.models.failures import PricingFailure
 from governance.costs.models.ledger import CapacityDay, Charge, MonthClose, StatementLine
+from governance.costs.models.overclaims import AllocatedHour, OverClaim
 from governance.costs.models.terms import (
     BillingModeTerm,
     Commitment,
@@ -15,7 +16,7 @@ from governance.costs.models.terms import (
 )
 
 __all__ = [
-    "DEFAULT_MODEL", "HOURS", "MONEY", "Anomaly", "BillingModeTerm", "Budget", "BudgetAlert", "CapacityDay", "Charge",
-    "Commitment", "DeclaredCapacity", "GridIntensity", "MonthClose", "OwnedGpuCost", "PricingFailure", "RateCard",
-    "StatementLine", "UnallocatedPolicyTerm",
+    "DEFAULT_MODEL", "HOURS", "MONEY", "AllocatedHour", "Anomaly", "BillingModeTerm", "Budget", "BudgetAlert",
+    "CapacityDay", "Charge", "Commitment", "DeclaredCapacity", "GridIntensity", "MonthClose", "OverClaim",
+    "OwnedGpuCost", "PricingFailure", "RateCard", "StatementLine", "UnallocatedPolicyTerm",
 ]  # fmt: skip

@@ -7,7 +7,7 @@ table and both hourly rollups with one set-based statement each.
 
 from governance.usage.writer.fleet import clusters_ensure, fleet_touch, gpu_ids_ensure, nodes_ensure
 from governance.usage.writer.inbox import Attempt, gc_paused, inbox_attempt_start, inbox_claim, inbox_insert
-from governance.usage.writer.jobs import job_ids_ensure, jobs_apply
+from governance.usage.writer.jobs import job_ids_ensure, jobs_apply, jobs_source_record
 from governance.usage.writer.rollups import MARK_DAYS, rollups_fold
 from governance.usage.writer.samples import samples_write
 from governance.usage.writer.sql import SAMPLE_COLUMNS, SAMPLE_TYPES
@@ -26,6 +26,7 @@ __all__ = [
     "inbox_insert",
     "job_ids_ensure",
     "jobs_apply",
+    "jobs_source_record",
     "nodes_ensure",
     "rollups_fold",
     "samples_write",

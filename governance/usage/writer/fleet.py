@@ -51,7 +51,7 @@ WHERE id IN (SELECT id FROM fleet_node WHERE id = ANY(%s) ORDER BY id FOR NO KEY
 GPU_COLUMNS = (
     ("cluster_id", "int8"), ("uuid", "text"), ("node_id", "int8"), ('"index"', "int4"), ("model", "text"),
     ("memory_total_mib", "float8"), ("numa_node", "int4"), ("mig_profile", "text"), ("first_seen_at", "timestamptz"),
-    ("last_seen_at", "timestamptz"),
+    ("last_seen_at", "timestamptz"), ("introduced_by_id", "int8"),
 )  # fmt: skip
 # PostgreSQL takes the GPUs as one array per column: the statement's text is the same for every batch (and
 # psycopg's conversion of it cached), where a VALUES list would be a new text per batch size.
@@ -77,24 +77,25 @@ GPU_FACTS_NEWER = """UPDATE SET
 
 
 def _gpus_upsert(
-    gpus: Sequence[GpuFacts], cluster_ids: dict[str, int], node_ids: dict, *, facts: bool
+    gpus: Sequence[GpuFacts], cluster_ids: dict[str, int], node_ids: dict, *, facts: bool, token_id: int | None = None
 ) -> tuple[str, list[Any]]:
-    """One statement for the batch's GPUs, in (cluster, uuid) order, and its parameters: insert the new ones;
-    with `facts`, also fold the batch's facts into the known ones (a later sample's facts win)."""
+    """One statement for the batch's GPUs, in (cluster, uuid) order, and its parameters: insert the new ones (as
+    introduced by `token_id`); with `facts`, also fold the batch's facts into the known ones (a later sample's
+    facts win)."""
     postgres = connection.vendor == "postgresql"
     rows = []
     for g in sorted(gpus, key=lambda g: (cluster_ids[g.cluster], g.uuid)):
         cid = cluster_ids[g.cluster]
         rows.append((
             cid, g.uuid, node_ids[(cid, g.node)], g.index, g.model, g.mem_total_mib, g.numa_node, g.mig_profile,
-            g.first_seen, g.last_seen,
+            g.first_seen, g.last_seen, token_id,
         ))  # fmt: skip
     if postgres:
         params: list[object] = [list(column) for column in zip(*rows, strict=True)]
         values = GPU_ROWS["postgresql"]
     else:
         adapt = connection.ops.adapt_datetimefield_value
-        params = [v for row in rows for v in (*row[:8], adapt(row[8]), adapt(row[9]))]
+        params = [v for row in rows for v in (*row[:8], adapt(row[8]), adapt(row[9]), row[10])]
         values = GPU_ROWS["sqlite"].format(", ".join([f"({', '.join(['%s'] * len(GPU_COLUMNS))})"] * len(rows)))
     action = "NOTHING"
     if facts:
@@ -106,16 +107,17 @@ def _gpus_upsert(
     return GPU_UPSERT.format(rows=values, action=action), params
 
 
-def gpu_ids_ensure(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> list[int]:
-    """Ids of the batch's GPUs, in the same order; new GPUs (and their nodes) are created. Known GPUs are
-    not locked here: their facts are folded in by `fleet_touch`, at the end of the transaction."""
+def gpu_ids_ensure(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int], *, token_id: int | None = None) -> list[int]:
+    """Ids of the batch's GPUs, in the same order; new GPUs (and their nodes) are created, as introduced by
+    `token_id`. Known GPUs are not locked here: their facts are folded in by `fleet_touch`, at the end of the
+    transaction."""
     keys = {(cluster_ids[g.cluster], g.uuid) for g in gpus}
     ids = known_ids(Gpu, "uuid", keys)
     if len(ids) < len(keys):
         new = [g for g in gpus if (cluster_ids[g.cluster], g.uuid) not in ids]
         node_ids = nodes_ensure({(cluster_ids[g.cluster], g.node) for g in new})
         with connection.cursor() as cursor:
-            cursor.execute(*_gpus_upsert(new, cluster_ids, node_ids, facts=False))
+            cursor.execute(*_gpus_upsert(new, cluster_ids, node_ids, facts=False, token_id=token_id))
         ids = known_ids(Gpu, "uuid", keys)
     return [ids[(cluster_ids[g.cluster], g.uuid)] for g in gpus]
 

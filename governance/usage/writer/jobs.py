@@ -14,7 +14,7 @@ from governance.org.services import project_ids_resolver
 from governance.usage.history import JobVersion, job_changes_record
 from governance.usage.marks import job_days_mark
 from governance.usage.models import Job
-from governance.usage.writer.sql import ids_ensure
+from governance.usage.writer.sql import ids_ensure, known_ids
 
 UNNAMED_JOBS = "SELECT id FROM usage_job WHERE id = ANY(%s) AND gpu_model = ''"
 UNATTRIBUTED_PODS = "SELECT id FROM usage_job WHERE id = ANY(%s) AND NOT described AND account = ''"
@@ -170,3 +170,20 @@ def _earliest(*moments):
 
 def _latest(*moments):
     return None if any(m is None for m in moments) else max(moments)
+
+
+SOURCE_RECORD = """
+UPDATE usage_job SET source_token_id = %s WHERE id IN (
+    SELECT id FROM usage_job WHERE id = ANY(%s) AND source_token_id IS DISTINCT FROM %s ORDER BY id FOR NO KEY UPDATE
+)"""
+
+
+def jobs_source_record(records: Sequence[JobRecord], cluster_ids: dict[str, int], token_id: int | None) -> None:
+    """Record which ingest token wrote each job's latest record (None: an import), so that what a record claims
+    beyond the GPUs that exist is put down to the token that sent it. Rows in id order, like every job lock."""
+    ids = known_ids(Job, "external_id", {(cluster_ids[r.cluster], r.job_id) for r in records})
+    if connection.vendor != "postgresql":
+        Job.objects.filter(pk__in=ids.values()).update(source_token_id=token_id)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(SOURCE_RECORD, [token_id, sorted(ids.values()), token_id])

@@ -1,0 +1,236 @@
+"""Who holds a GPU-hour: a cluster's GPUs of one model in one hour, shared among the jobs that claim them. Plain
+data in and out; governance/costs/contention.py reads the inputs, governance/costs/ledger.py prices the result.
+
+- The GPUs a cluster has in an hour: its declared capacity where it declares any, else the GPUs known to the fleet
+  (each from the hour of its first report to the hour after its last, or until now while it reports), never a GPU
+  an admin has not confirmed beyond declared capacity.
+- Where samples show which GPU a job held, the hour of that GPU goes to that job; two jobs seen on one GPU in one
+  hour share it equally. A GPU not confirmed is never billed.
+- A declared count fills, beyond the GPUs the job was seen on, only what is left of the hour after the sampled GPUs
+  and the GPUs samples show free, scaled down pro rata when the counts claim more.
+- What a job claimed and was not billed is an over-claim.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from fractions import Fraction
+from typing import cast
+
+from collectors.mig import UnknownMigProfile
+from governance.costs.pricing import mig_fraction
+from governance.costs.terms import Terms
+
+ZERO = Decimal(0)
+ONE = Decimal(1)
+HOUR = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSeen:
+    """A GPU (or MIG instance) as the inventory knows it: what it is and when collectors first and last saw it."""
+
+    model: str
+    profile: str
+    first_seen: datetime
+    last_seen: datetime
+
+
+def floor_hour(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def hours_between(lo: datetime, hi: datetime) -> Decimal:
+    """The length of lo..hi in hours, exactly (0 when hi is not after lo)."""
+    if hi <= lo:
+        return ZERO
+    held = hi - lo
+    return Decimal((held.days * 86_400 + held.seconds) * 1_000_000 + held.microseconds) / 3_600_000_000
+
+
+Intervals = dict[tuple[str, Fraction, datetime, datetime], int]
+
+
+def capacity_intervals(
+    cluster: str, first: datetime, end: datetime, until: datetime, gpus: Sequence[GpuSeen], terms: Terms,
+    grace: timedelta,
+) -> Intervals:  # fmt: skip
+    """(model, share of a GPU, from, to) -> how many GPUs a cluster has over first..end: its declared capacity where
+    it declares any, else the GPUs seen (confirmed ones: the caller leaves the others out), each from the hour of
+    its first report to the hour after its last, or to `until` if it reported within `grace` of it."""
+    intervals: Intervals = defaultdict(int)
+    if end <= first:
+        return intervals
+    if terms.declares(cluster, end):
+        for (where, model), steps in terms.declared.items():
+            if where != cluster:
+                continue
+            for i, (since, count) in enumerate(steps):
+                upto = steps[i + 1][0] if i + 1 < len(steps) else end
+                lo, hi = max(since, first), min(upto, end)
+                if hi > lo and count:
+                    intervals[(model, Fraction(1), lo, hi)] += count
+        return intervals
+    for g in gpus:
+        lo, hi = floor_hour(g.first_seen), floor_hour(g.last_seen) + HOUR
+        if g.last_seen >= until - grace:
+            hi = max(hi, until)
+        lo, hi = max(lo, first), min(hi, end)
+        if hi > lo:
+            try:
+                fraction = mig_fraction(g.model, g.profile)
+            except UnknownMigProfile:
+                continue  # not priced: the job-days on it fail and are listed; capacity does not guess its share
+            intervals[(g.model, fraction, lo, hi)] += 1
+    return intervals
+
+
+def capacity_by_hour(intervals: Intervals) -> dict[str, dict[datetime, Decimal]]:
+    """Per model and hour, the GPU-hours the intervals hold within that hour."""
+    out: dict[str, dict[datetime, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for (model, fraction, lo, hi), count in intervals.items():
+        hour = floor_hour(lo)
+        while hour < hi:
+            part = hours_between(max(lo, hour), min(hi, hour + HOUR))
+            out[model][hour] += part * count * fraction.numerator / fraction.denominator
+            hour += HOUR
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What one holder (a job, and the MIG profile its GPUs are) claims of one hour of a model's GPUs, in
+    GPU-hours: on confirmed GPUs its samples show (a GPU seen with n jobs: 1/n each), on GPUs not confirmed, and
+    by its declared count beyond the GPUs seen."""
+
+    key: Hashable
+    sampled: Decimal = ZERO
+    unconfirmed: Decimal = ZERO
+    declared: Decimal = ZERO
+
+    @property
+    def total(self) -> Decimal:
+        return self.sampled + self.unconfirmed + self.declared
+
+
+def allocate(capacity: Decimal, free: Decimal, claims: Sequence[Claim]) -> dict[Hashable, Decimal]:
+    """The GPU-hours billed to each claim in an hour of `capacity` GPU-hours, of which samples show `free` held by
+    no job: sampled GPUs first (scaled down only if they alone pass capacity), then declared counts in what is left,
+    pro rata. Their sum never passes `capacity`; a claim within what is left is billed in full."""
+    sampled = sum((c.sampled for c in claims), ZERO)
+    declared = sum((c.declared for c in claims), ZERO)
+    keep = min(ONE, capacity / sampled) if sampled > capacity else ONE
+    room = max(capacity - sampled * keep - free, ZERO)
+    fill = min(ONE, room / declared) if declared > room else ONE
+    return {c.key: c.sampled * keep + c.declared * fill for c in claims}
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """A job as allocation sees it: declared `gpus` (None: only its samples know) of `model` and `profile`, held
+    from `start` to `end` (None: unknown, or still running)."""
+
+    pk: int
+    gpus: int | None
+    model: str
+    profile: str
+    start: datetime | None
+    end: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One job's rollup on one GPU in one hour."""
+
+    job: int
+    gpu: int
+    hour: datetime
+    model: str
+    profile: str
+    unconfirmed: bool
+
+
+def window(h: Holder, hour: datetime, first: datetime, last: datetime) -> tuple[datetime, datetime] | None:
+    """The part of `hour` within the day (first..last) the job held its GPUs; a job of unknown times, the hour."""
+    lo, hi = max(hour, h.start or hour, first), min(hour + HOUR, h.end or last, last)
+    return (lo, hi) if hi > lo else None
+
+
+def _share(model: str, profile: str) -> Decimal:
+    fraction = mig_fraction(model, profile)
+    return Decimal(fraction.numerator) / fraction.denominator
+
+
+def hour_claims(hour: datetime, model: str, first: datetime, last: datetime, holders: Sequence[Holder],
+                seen: dict[tuple[int, datetime, str], list[Seen]], jobs_on: dict[tuple[int, datetime], int],
+                ) -> list[tuple[Claim, tuple[datetime, datetime]]]:  # fmt: skip
+    """Each holder's claim on the hour's GPUs of `model`, keyed (job, profile), with the stretch it held them."""
+    out = []
+    for h in holders:
+        span = window(h, hour, first, last)
+        if span is None:
+            continue
+        part = hours_between(*span)
+        rows = seen.get((h.pk, hour, model), [])
+        if h.gpus and h.start is not None:  # declared: its count, on its own model
+            if h.model != model:
+                continue
+            share = _share(h.model, h.profile)
+            confirmed = [s for s in rows if not s.unconfirmed]
+            cap = min(ONE, Decimal(h.gpus) / len(confirmed)) if confirmed else ONE
+            sampled = sum((part * share * cap / jobs_on[(s.gpu, hour)] for s in confirmed), ZERO)
+            declared = max(h.gpus - len(confirmed), 0) * part * share
+            out.append((Claim((h.pk, h.profile), sampled=sampled, declared=declared), span))
+            continue
+        by_profile: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
+        for s in rows:
+            by_profile[s.profile][1 if s.unconfirmed else 0] += part * _share(model, s.profile) / jobs_on[(s.gpu, hour)]
+        for profile, (sampled, unconfirmed) in sorted(by_profile.items()):
+            out.append((Claim((h.pk, profile), sampled=sampled, unconfirmed=unconfirmed), span))
+    return out
+
+
+@dataclass
+class Held:
+    """What allocation gave one holder over a day on one model: GPU-hours claimed and billed, and the stretches
+    billed with the GPU-hours of each (to price at the rates in force)."""
+
+    claimed: Decimal = ZERO
+    billed: Decimal = ZERO
+    stretches: list[tuple[datetime, datetime, Decimal]] = field(default_factory=list)
+
+
+def day_allocation(
+    first: datetime, last: datetime, holders: Sequence[Holder], seen: Sequence[Seen],
+    capacity: dict[str, dict[datetime, Decimal]], free: dict[tuple[str, datetime], Decimal],
+) -> dict[tuple[int, str, str], Held]:  # fmt: skip
+    """(job, model, profile) -> what it claimed and was billed over the day's hours up to `last`."""
+    by_job: dict[tuple[int, datetime, str], list[Seen]] = defaultdict(list)
+    jobs_on: dict[tuple[int, datetime], int] = defaultdict(int)
+    models = set(capacity) | {h.model for h in holders if h.gpus}
+    for s in seen:
+        by_job[(s.job, s.hour, s.model)].append(s)
+        jobs_on[(s.gpu, s.hour)] += 1
+        models.add(s.model)
+    out: dict[tuple[int, str, str], Held] = defaultdict(Held)
+    hour = first
+    while hour < last:
+        for model in sorted(models):
+            claims = hour_claims(hour, model, first, last, holders, by_job, jobs_on)
+            if not claims:
+                continue
+            billed = allocate(capacity.get(model, {}).get(hour, ZERO), free.get((model, hour), ZERO),
+                              [c for c, _ in claims])  # fmt: skip
+            for claim, (lo, hi) in claims:
+                job, profile = cast(tuple[int, str], claim.key)
+                held = out[(job, model, profile)]
+                held.claimed += claim.total
+                held.billed += billed[claim.key]
+                if billed[claim.key] > 0:
+                    held.stretches.append((lo, hi, billed[claim.key]))
+        hour += HOUR
+    return out

@@ -1,0 +1,190 @@
+"""Which cluster-days a pricing pass must price together, and their inputs (governance/costs/allocation.py).
+
+A job-day is priced alone, as cheaply as ever, while its cluster-day is uncontended: in every hour what its jobs
+could claim at most (declared counts, and each job seen on each GPU) fits in the GPUs the cluster has that samples
+do not show free, no GPU is seen with two jobs, none is unconfirmed, and no over-claim was recorded for the day.
+Otherwise every job of the cluster-day is priced together and allocation decides who holds each GPU-hour.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import Count, F, FloatField, Q, Sum
+from django.db.models.functions import Cast
+
+from governance.costs.allocation import GpuSeen, Holder, Seen, capacity_by_hour, capacity_intervals, window
+from governance.costs.ledger import DAY, day_start, month_of
+from governance.costs.models import Charge, OverClaim
+from governance.costs.terms import TermsByMonth
+from governance.fleet.models import Cluster, Gpu
+from governance.usage.models import GpuHour, Job, JobGpuHour
+
+# Float sums of the free share are compared with a little slack: a false "contended" only costs time.
+SLACK = Decimal("0.000001")
+
+
+@dataclass
+class DayInputs:
+    """What allocation needs of a contended cluster-day besides its jobs: GPU-hours the cluster has per model and
+    hour, and those samples show held by no job."""
+
+    cluster: str
+    first: datetime
+    last: datetime
+    capacity: dict[str, dict[datetime, Decimal]] = field(default_factory=dict)
+    free: dict[tuple[str, datetime], Decimal] = field(default_factory=dict)
+
+
+def _until(terms: TermsByMonth, day: date, now: datetime) -> datetime:
+    month = month_of(day)
+    return month.end if terms.closed(month) else now
+
+
+def inventory(cluster_ids: set[int]) -> dict[int, list[GpuSeen]]:
+    """The confirmed GPUs of these clusters: a GPU not confirmed is not capacity."""
+    out: dict[int, list[GpuSeen]] = defaultdict(list)
+    rows = Gpu.objects.filter(cluster_id__in=cluster_ids, unconfirmed=False).values_list(
+        "cluster_id", "model", "mig_profile", "first_seen_at", "last_seen_at"
+    )
+    for cid, model, profile, first, last in rows:
+        out[cid].append(GpuSeen(model, profile, first, last))
+    return out
+
+
+def contended_days(
+    job_days: dict[int, set[date]], cluster_days: set[tuple[int, date]], terms: TermsByMonth, now: datetime
+) -> dict[tuple[int, date], DayInputs]:
+    """The contended cluster-days among those this pass touches, with their inputs; adds every job of each of them
+    to `job_days`."""
+    keys = set(cluster_days)
+    for pk, cid in Job.objects.filter(pk__in=list(job_days)).values_list("pk", "cluster_id"):
+        keys.update((cid, d) for d in job_days[pk])
+    if not keys:
+        return {}
+    names = dict(Cluster.objects.filter(pk__in={c for c, _ in keys}).values_list("pk", "name"))
+    days = sorted({d for _, d in keys})
+    lo, hi = day_start(days[0]), day_start(days[-1]) + DAY
+    in_range = Q(hour__gte=lo, hour__lt=hi, gpu__cluster_id__in=names)
+    inputs = _inputs(keys, names, terms, now)
+    claims: dict[tuple[int, date], dict[tuple[str, datetime], Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    flagged: set[tuple[int, date]] = set()
+    declared = Job.objects.filter(cluster_id__in=names, gpus__gt=0, start_time__lt=hi).filter(
+        Q(end_time__isnull=True) | Q(end_time__gt=lo)
+    )
+    for cid, model, gpus, start, end in declared.values_list("cluster_id", "gpu_model", "gpus", "start_time",
+                                                              "end_time"):  # fmt: skip
+        holder = Holder(0, gpus, model, "", start, end)
+        upto = (end or hi).date()
+        for day in days:
+            if start is not None and start.date() <= day <= upto and (cid, day) in inputs:
+                _add_declared(claims[(cid, day)], holder, inputs[(cid, day)])
+    per_hour = (
+        JobGpuHour.objects.filter(in_range)
+        .values("gpu__cluster_id", "gpu__model", "hour")
+        .annotate(
+            pairs=Count("id"),
+            gpus=Count("gpu_id", distinct=True),
+            undeclared=Count("id", filter=Q(job__gpus__isnull=True) | Q(job__gpus=0)),
+            unconfirmed=Count("id", filter=Q(gpu__unconfirmed=True)),
+        )
+        .order_by()
+    )
+    for r in per_hour:
+        key = (r["gpu__cluster_id"], r["hour"].date())
+        if key not in inputs:
+            continue
+        if r["pairs"] > r["gpus"] or r["unconfirmed"]:
+            flagged.add(key)
+        claims[key][(r["gpu__model"], r["hour"])] += r["undeclared"]
+    flagged |= {k for k in OverClaim.objects.filter(cluster_id__in=names, day__in=days).values_list(
+        "cluster_id", "day").distinct() if k in inputs}  # fmt: skip
+    for key, by_hour in claims.items():
+        found = inputs[key]
+        for (model, hour), claimed in by_hour.items():
+            room = found.capacity.get(model, {}).get(hour, Decimal(0)) - found.free.get((model, hour), Decimal(0))
+            if claimed > room + SLACK:
+                flagged.add(key)
+                break
+    contended = {k: inputs[k] for k in flagged}
+    _widen(job_days, contended)
+    return contended
+
+
+def _add_declared(claims: dict[tuple[str, datetime], Decimal], holder: Holder, day: DayInputs) -> None:
+    hour = day.first
+    while hour < day.last:
+        span = window(holder, hour, day.first, day.last)
+        if span is not None:
+            held = span[1] - span[0]
+            claims[(holder.model, hour)] += Decimal(held.total_seconds()) / 3600 * holder.gpus  # type: ignore[operator]
+        hour += timedelta(hours=1)
+
+
+def _inputs(
+    keys: set[tuple[int, date]], names: dict[int, str], terms: TermsByMonth, now: datetime
+) -> dict[tuple[int, date], DayInputs]:
+    grace = timedelta(hours=settings.GOVERNANCE_GPU_GONE_AFTER_HOURS)
+    gpus = inventory(set(names))
+    out: dict[tuple[int, date], DayInputs] = {}
+    for cid, day in keys:
+        if cid not in names:
+            continue
+        until = _until(terms, day, now)
+        first = day_start(day)
+        last = min(first + DAY, until)
+        if last <= first:
+            continue
+        intervals = capacity_intervals(names[cid], first, last, until, gpus[cid], terms.of(month_of(day)), grace)
+        out[(cid, day)] = DayInputs(names[cid], first, last, capacity_by_hour(intervals))
+    if not out:
+        return out
+    days = sorted({d for _, d in out})
+    share = Cast(F("samples") - F("allocated_samples"), FloatField()) / Cast(F("samples"), FloatField())
+    free = (
+        GpuHour.objects.filter(
+            gpu__cluster_id__in={c for c, _ in out},
+            gpu__unconfirmed=False,
+            hour__gte=day_start(days[0]),
+            hour__lt=day_start(days[-1]) + DAY,
+            allocated_samples__lt=F("samples"),
+        )
+        .values("gpu__cluster_id", "gpu__model", "hour")
+        .annotate(free=Sum(share))
+        .order_by()
+    )
+    for r in free:
+        key = (r["gpu__cluster_id"], r["hour"].date())
+        if key in out:
+            out[key].free[(r["gpu__model"], r["hour"])] = Decimal(repr(r["free"]))
+    return out
+
+
+def _widen(job_days: dict[int, set[date]], contended: dict[tuple[int, date], DayInputs]) -> None:
+    """Add every job of the contended cluster-days: declared ones held then, those seen then, those priced then."""
+    for (cid, day), inputs in contended.items():
+        held = Job.objects.filter(cluster_id=cid, start_time__lt=inputs.last).filter(
+            Q(end_time__isnull=True) | Q(end_time__gt=inputs.first)
+        )
+        ids = set(held.values_list("pk", flat=True))
+        seen = JobGpuHour.objects.filter(gpu__cluster_id=cid, hour__gte=inputs.first, hour__lt=inputs.first + DAY)
+        ids |= set(seen.values_list("job_id", flat=True).distinct())
+        priced = Charge.objects.filter(kind=Charge.Kind.USAGE, cluster_id=cid, day=day, job_id__isnull=False)
+        ids |= set(priced.values_list("job_id", flat=True))
+        for pk in ids:
+            job_days.setdefault(pk, set()).add(day)
+
+
+def day_seen(cid: int, inputs: DayInputs) -> list[Seen]:
+    """Every job's rollup on every GPU of a contended cluster-day."""
+    rows = JobGpuHour.objects.filter(gpu__cluster_id=cid, hour__gte=inputs.first, hour__lt=inputs.first + DAY)
+    return [
+        Seen(job, gpu, hour, model, profile, unconfirmed)
+        for job, gpu, hour, model, profile, unconfirmed in rows.values_list(
+            "job_id", "gpu_id", "hour", "gpu__model", "gpu__mig_profile", "gpu__unconfirmed"
+        )
+    ]

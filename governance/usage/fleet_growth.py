@@ -1,0 +1,98 @@
+"""The fleet grows by evidence: the bounds a batch's samples must keep on the GPUs they name, checked at the edge.
+
+- A node holds at most FLEET_MAX_GPUS_PER_NODE GPUs (a MIG instance counts as 1/7 of one): the GPUs a batch names
+  on a node plus those the node reported within GOVERNANCE_GPU_GONE_AFTER_HOURS.
+- One token introduces at most FLEET_MAX_NEW_GPUS_PER_TOKEN_HOUR new GPUs per cluster in an hour: beyond it the
+  batch's records on new GPUs are refused, and the batch writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from fractions import Fraction
+
+from django.conf import settings
+from django.db.models import Count
+
+from collectors.records import Batch, BatchInvalid, RecordError, SampleRecord
+from governance.fleet.models import Gpu
+
+TOO_MANY_ON_NODE = "node {node} would hold {count} GPUs, more than FLEET_MAX_GPUS_PER_NODE ({limit})"
+TOO_MANY_NEW = (
+    "this token would introduce {count} new GPUs on cluster {cluster} within an hour, more than"
+    " FLEET_MAX_NEW_GPUS_PER_TOKEN_HOUR ({limit}); an admin can raise it"
+)
+MIG_SHARE = Fraction(1, 7)
+MAX_ERRORS = 100
+
+
+def _weight(mig_profile: str | None) -> Fraction:
+    return MIG_SHARE if mig_profile else Fraction(1)
+
+
+def fleet_growth_check(*, batch: Batch, token_id: int | None, now: datetime) -> None:
+    """Raise BatchInvalid, naming the records, where the batch's samples break a bound above. `token_id` None (an
+    operator's import) is bound per node only."""
+    first: dict[tuple[str, str], tuple[int, SampleRecord]] = {}
+    for i, r in enumerate(batch.records):
+        if type(r) is SampleRecord and (r.cluster, r.gpu_uuid) not in first:
+            first[(r.cluster, r.gpu_uuid)] = (i, r)
+    if not first:
+        return
+    clusters = {c for c, _ in first}
+    known = set(
+        Gpu.objects.filter(cluster__name__in=clusters, uuid__in={u for _, u in first}).values_list(
+            "cluster__name", "uuid"
+        )
+    )
+    errors = _per_node(first, clusters, now) + _per_token(first, known, token_id, now)
+    if errors:
+        raise BatchInvalid(errors[:MAX_ERRORS])
+
+
+def _per_node(first: dict[tuple[str, str], tuple[int, SampleRecord]], clusters: set[str], now: datetime) -> list:
+    limit = settings.FLEET_MAX_GPUS_PER_NODE
+    nodes = {(c, r.node) for (c, _), (_, r) in first.items()}
+    held: dict[tuple[str, str], dict[str, Fraction]] = defaultdict(dict)
+    present = now - timedelta(hours=settings.GOVERNANCE_GPU_GONE_AFTER_HOURS)
+    rows = Gpu.objects.filter(
+        cluster__name__in=clusters, node__name__in={n for _, n in nodes}, last_seen_at__gte=present
+    ).values_list("cluster__name", "node__name", "uuid", "mig_profile")
+    for cluster, node, uuid, profile in rows:
+        if (cluster, node) in nodes:
+            held[(cluster, node)][uuid] = _weight(profile)
+    errors = []
+    for (cluster, uuid), (i, r) in sorted(first.items(), key=lambda item: item[1][0]):
+        on_node = held[(cluster, r.node)]
+        on_node[uuid] = _weight(r.mig_profile)
+        count = sum(on_node.values(), Fraction(0))
+        if count > limit:
+            reason = TOO_MANY_ON_NODE.format(node=r.node, count=int(count) + (count.denominator != 1), limit=limit)
+            errors.append(RecordError(index=i, field="gpu_uuid", reason=reason))
+    return errors
+
+
+def _per_token(first: dict, known: set[tuple[str, str]], token_id: int | None, now: datetime) -> list:
+    if token_id is None:
+        return []
+    limit = settings.FLEET_MAX_NEW_GPUS_PER_TOKEN_HOUR
+    new: dict[str, list[int]] = defaultdict(list)
+    for key, (i, _) in first.items():
+        if key not in known:
+            new[key[0]].append(i)
+    if not new:
+        return []
+    recent = dict(
+        Gpu.objects.filter(introduced_by_id=token_id, cluster__name__in=new, created_at__gte=now - timedelta(hours=1))
+        .values("cluster__name")
+        .annotate(n=Count("id"))
+        .values_list("cluster__name", "n")
+    )
+    errors: list[RecordError] = []
+    for cluster, indexes in sorted(new.items()):
+        count = recent.get(cluster, 0) + len(indexes)
+        if count > limit:
+            reason = TOO_MANY_NEW.format(count=count, cluster=cluster, limit=limit)
+            errors.extend(RecordError(index=i, field="gpu_uuid", reason=reason) for i in sorted(indexes))
+    return errors
