@@ -48,7 +48,7 @@ def groups_table(id: str, title: str, key: str, groups: list[Group], csv_url: st
 def jobs_table(id: str, title: str, jobs: list[JobCost], advice: dict[int, Advice], csv_url: str = "",
                team: bool = True) -> Table:  # fmt: skip
     headers = ["Job", *(["Team"] if team else []), "User", "Project", "GPU-hours", "Cost", "Idle cost", "Idle %",
-               "The change that would save most", "Saving / month"]  # fmt: skip
+               "The change that would save most", "Saving, last 30 days"]  # fmt: skip
     table = Table(id, title, headers, csv_url=csv_url, empty="No job was charged in this month.")
     for j in jobs:
         a = advice.get(j.job_pk)

@@ -33,8 +33,8 @@ class FindingSerializer(serializers.ModelSerializer):
     class Meta:
         model = Finding
         fields = ["id", "job_id", "job_pk", "cluster", "team", "rule", "severity", "state", "evidence", "waste",
-                  "wasted_gpu_hours", "savings", "currency", "advice", "dismissed_reason", "created_at", "updated_at",
-                  "resolved_at"]  # fmt: skip
+                  "wasted_gpu_hours", "savings", "savings_from", "currency", "advice", "dismissed_reason", "created_at",
+                  "updated_at", "resolved_at"]  # fmt: skip
 
     def get_team(self, finding: Finding) -> str | None:
         return finding.job.project.team.slug if finding.job.project else None

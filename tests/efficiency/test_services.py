@@ -118,7 +118,7 @@ def test_each_new_finding_is_posted_to_the_webhook_once(
 
     idle = [p for p in Hook.received if p["rule"] == "idle_gpu"]
     assert len(idle) == 1 and idle[0]["event"] == "finding.opened" and idle[0]["job_id"] == "4242"
-    assert idle[0]["savings_per_month"] == "4.00" and idle[0]["waste"] == "4.00"
+    assert idle[0]["savings_last_30_days"] == "4.00" and idle[0]["waste"] == "4.00"
     assert OutboxMessage.objects.get(payload__rule="idle_gpu").delivered_at is not None
 
 

@@ -118,7 +118,6 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "idle_sm_percent": t.idle_sm_percent,
                 "gpus": evidence_gpus,
             },
-            savings=job.monthly_savings(idle_gpu_hours),
             wasted_hours=dict(by_day),
             advice=f"{what}{why}{money}.",
             currency=job.currency,
