@@ -147,6 +147,7 @@ def test_the_weekly_digest_goes_to_the_engineer_and_the_lead_sorted_by_money(cas
     assert "job big" not in to["alice@example.org"].body  # bob's job is not alice's
     lead = to["lead@example.org"].body
     assert lead.index("job big") < lead.index("job 4242")
+    assert "would have saved 24.00 USD over the last 30 days" in lead  # 2 h + 10 h idle at 2.00
 
 
 def test_a_cluster_under_the_line_for_a_day_alerts_once_by_email_and_webhook(cast, settings, hook_url,
