@@ -85,6 +85,7 @@ def test_a_running_jobs_saving_says_so_far_on_its_page(client, cast):
     page = client.get(f"/jobs/{job.pk}/").content.decode()
 
     assert "advice would have saved 6.00 USD so far" in page
+    assert 'id="job-idle-strip"' in page and "Idle hours (mean SM under 1%)" in page
     assert "/month" not in page
 
 
