@@ -3,6 +3,7 @@ promised more than it spent, and no finding more than its job cost (issue 27: be
 spend, vision 1.86x, recsys 1.26x). Run with -s for the table."""
 
 import io
+from collections import Counter
 from decimal import Decimal
 
 import pytest
@@ -32,3 +33,8 @@ def test_it_promises_no_team_more_than_it_spent_over_the_same_30_days():
     assert all(Decimal(0) < savings < spend for savings, spend in teams.values())
     open_findings = Finding.objects.filter(state="open")
     assert open_findings.exists() and not open_findings.filter(savings_from__isnull=True).exists()
+    patterns = Counter(open_findings.filter(rule="idle_gpu").values_list("evidence__idle_pattern", flat=True))
+    print(f"  idle_gpu findings by pattern: {dict(patterns)}")
+    # The demo's running jobs whose SM alternates hourly are told about the waits, not to end the job.
+    running = open_findings.filter(rule="idle_gpu", job__end_time__isnull=True, evidence__idle_pattern="intermittent")
+    assert running.exists() and all("after doing work" not in f.advice for f in running)
