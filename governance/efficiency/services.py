@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Protocol
 
 from django.conf import settings
@@ -191,6 +191,19 @@ def findings_evaluate_ended(*, now: datetime | None = None) -> Evaluation:
         .values_list("pk", flat=True)
     )
     return findings_evaluate(job_ids=list(ids), now=now, final=True)
+
+
+def findings_savings_refresh(*, now: datetime | None = None) -> Evaluation:
+    """Keep savings to the trailing window as it moves (daily; running jobs move with their 15-minute pass): the
+    findings of jobs that ended before the window began save nothing any more, and jobs that ran across the window's
+    first day are evaluated again so their days before it drop out."""
+    now = now or timezone.now()
+    since = savings_window_start(now)
+    edge = datetime.combine(since, time.min, tzinfo=UTC)
+    stale = Finding.objects.filter(savings_from__lt=since)
+    stale.filter(job__end_time__lt=edge).update(savings=0, savings_from=since, updated_at=now)
+    across = stale.filter(job__start_time__lt=edge, job__end_time__gte=edge).values_list("job_id", flat=True)
+    return findings_evaluate(job_ids=set(across), now=now)
 
 
 def findings_evaluate_all(*, now: datetime | None = None) -> Evaluation:

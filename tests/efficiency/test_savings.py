@@ -5,7 +5,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 from governance.efficiency.models import Finding
-from governance.efficiency.services import findings_evaluate_all
+from governance.efficiency.services import findings_evaluate_all, findings_savings_refresh
 from governance.efficiency.waste import DayBill, savings_allocate, savings_window_start
 from governance.efficiency.workloads import workload_key
 from tests.efficiency.conftest import START, a_job, gpu
@@ -103,4 +103,21 @@ def test_the_job_page_adds_up_the_runs_of_a_recurring_workload(client, cast):
     assert last.savings == Decimal("6.00")  # its own run's share; the workload's figure is told beside it
     assert "The nightly-eval runs of LLM pretraining (3 since 2026-10-12) cost 24.00 USD" in page
     assert "would have saved 18.00 USD of it (75%)" in page
+    assert_billing_invariants()
+
+
+def test_the_daily_refresh_moves_the_window_over_ended_jobs(cast):
+    rate(price="2.00")
+    ingest(busy_then_idle("short", 0))  # 2026-11-03, 3 idle hours
+    long = a_job(minutes=3 * 24 * 60, job_id="long", end_time=iso(START + timedelta(days=3)))
+    ingest([long, *gpu(minutes=3 * 24 * 60, job_id="long", uuid="GPU-2", sm_util=lambda s: 90.0 if s < 3600 else 0.0)])
+    findings_evaluate_all(now=at("2026-11-10T00:00:00Z"))
+    saved = dict(Finding.objects.filter(rule="idle_gpu").values_list("job__external_id", "savings"))
+    assert saved == {"short": Decimal("6.00"), "long": Decimal("142.00")}  # 71 idle hours from 11-03 10:00
+
+    findings_savings_refresh(now=at("2026-12-04T12:00:00Z"))  # the window now starts on 2026-11-05
+
+    saved = dict(Finding.objects.filter(rule="idle_gpu").values_list("job__external_id", "savings"))
+    assert saved == {"short": Decimal("0.00"), "long": Decimal("66.00")}  # 24 h on 11-05 and 9 h on 11-06
+    assert Finding.objects.get(rule="idle_gpu", job__external_id="short").waste == Decimal("6.00")
     assert_billing_invariants()
