@@ -70,9 +70,11 @@ def workload_savings(*, finding: Finding) -> WorkloadSavings | None:
     totals = usage.aggregate(cost=Sum("cost"), runs=Count("job_id", distinct=True), currency=Max("currency"))
     if not totals["runs"] or totals["runs"] < 2:
         return None
-    saved = Finding.objects.filter(
-        job__in=runs, rule=finding.rule, savings_from__isnull=False, savings_from__gte=finding.savings_from
-    ).aggregate(s=Sum("savings"))["s"]
+    # The runs billed in the window; each run's saving is its own share, kept to the window as it moves.
+    in_window = usage.values("job_id")
+    saved = Finding.objects.filter(job_id__in=in_window, rule=finding.rule, savings_from__isnull=False).aggregate(
+        s=Sum("savings")
+    )["s"]
     return WorkloadSavings(
         label=key[0],
         name=key[1],

@@ -5,9 +5,10 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 from governance.efficiency.models import Finding
-from governance.efficiency.services import findings_evaluate_all, findings_savings_refresh
+from governance.efficiency.services import findings_evaluate, findings_evaluate_all, findings_savings_refresh
 from governance.efficiency.waste import DayBill, savings_allocate, savings_window_start
 from governance.efficiency.workloads import workload_key
+from governance.usage.models import Job
 from tests.efficiency.conftest import START, a_job, gpu
 from tests.factories import at, ingest, iso, rate
 from tests.invariants import assert_billing_invariants, assert_savings_within_spend
@@ -121,3 +122,17 @@ def test_the_daily_refresh_moves_the_window_over_ended_jobs(cast):
     assert saved == {"short": Decimal("0.00"), "long": Decimal("66.00")}  # 24 h on 11-05 and 9 h on 11-06
     assert Finding.objects.get(rule="idle_gpu", job__external_id="short").waste == Decimal("6.00")
     assert_billing_invariants()
+
+
+def test_a_workload_adds_up_runs_evaluated_on_different_days(client, cast):
+    rate(price="2.00")
+    for day in range(3):
+        ingest(busy_then_idle(f"eval-{day}", day, labels={"name": "nightly-eval"}))
+        job = Job.objects.get(external_id=f"eval-{day}")
+        findings_evaluate(job_ids=[job.pk], now=at("2026-11-04T00:00:00Z") + timedelta(days=day), final=True)
+    last = Finding.objects.get(rule="idle_gpu", job__external_id="eval-2")
+
+    client.force_login(cast.alice)
+    page = client.get(f"/jobs/{last.job_id}/").content.decode()
+
+    assert "(3 since 2026-10-08) cost 24.00 USD" in page and "would have saved 18.00 USD of it (75%)" in page
