@@ -10,6 +10,9 @@
   GPUs the cluster has then (declared, else the confirmed GPUs collectors saw).
 - Waste is a partition of the bill: the findings' waste of a job is at most the job's usage charges, and of a
   team at most the team's.
+- Savings are measured, not extrapolated: a finding's savings are at most what its job cost since the window the
+  savings were measured over began, a job's findings' at most the job's bill in that window, and a team's open
+  findings' at most what the team spent in the same window.
 """
 
 from __future__ import annotations
@@ -249,10 +252,52 @@ def assert_billed_within_capacity() -> None:
     assert not over, f"hours billed beyond the GPUs that exist (billed, capacity): {dict(list(over.items())[:10])}"
 
 
+def assert_savings_within_spend() -> dict[str, dict]:
+    """Per finding, per job and per team (open findings), the savings against the ledger's usage charges over the
+    savings window (from the earliest `savings_from` of the findings checked on); returns the teams' for reports."""
+    from governance.efficiency.models import Finding
+
+    findings = list(
+        Finding.objects.filter(savings_from__isnull=False).values("pk", "job_id", "state", "savings", "savings_from")
+    )
+    if not findings:
+        return {"teams": {}}
+    usage = Charge.objects.filter(kind=Charge.Kind.USAGE)
+    since = min(f["savings_from"] for f in findings)
+    job_team = dict(usage.filter(job_id__in={f["job_id"] for f in findings}).values_list("job_id", "team_id"))
+    job_days: dict[int, list[tuple]] = defaultdict(list)
+    for job_id, day, cost in usage.filter(day__gte=since, job_id__in=job_team).values_list("job_id", "day", "cost"):
+        job_days[job_id].append((day, cost))
+
+    def job_spend(job_id: int, start: object) -> Decimal:
+        return to_cents(sum((c for d, c in job_days.get(job_id, []) if d >= start), Decimal(0)))
+
+    over = {f["pk"]: (f["savings"], job_spend(f["job_id"], f["savings_from"])) for f in findings}
+    over = {pk: v for pk, v in over.items() if v[0] > v[1]}
+    assert not over, f"findings that save more than their job cost in their window (savings, cost): {over}"
+    job_savings: dict[int, Decimal] = defaultdict(Decimal)
+    team_savings: dict[int | None, Decimal] = defaultdict(Decimal)
+    for f in findings:
+        job_savings[f["job_id"]] += f["savings"]
+        if f["state"] == "open":
+            team_savings[job_team.get(f["job_id"])] += f["savings"]
+    over = {j: (s, job_spend(j, since)) for j, s in job_savings.items() if s > job_spend(j, since)}
+    assert not over, f"jobs whose findings save more than their bill in the window (savings, bill): {over}"
+    team_spend = {
+        r["team_id"]: to_cents(r["cost"])
+        for r in usage.filter(day__gte=since).values("team_id").annotate(cost=Sum("cost"))
+    }
+    teams = {t: (s, team_spend.get(t, Decimal(0))) for t, s in team_savings.items()}
+    over = {t: v for t, v in teams.items() if v[0] > v[1]}
+    assert not over, f"teams whose open findings save more than they spent in the window (savings, spend): {over}"
+    return {"teams": teams}
+
+
 def assert_billing_invariants(before: ClosedTotals | None = None) -> None:
     assert_every_month_reconciles()
     assert_billed_within_capacity()
     assert_corrections_well_formed()
     assert_printed_totals_add_up()
+    assert_savings_within_spend()
     if before is not None:
         assert_closed_unchanged(before)

@@ -12,7 +12,7 @@ from governance.api import api as api_api
 from governance.costs import api as costs_api
 from governance.costs.api import ChargebackView
 from governance.dashboard import api as dashboard_api
-from governance.efficiency.api import FindingListView, FindingStateView
+from governance.efficiency.api import FindingListView, FindingRealisedView, FindingStateView
 from governance.fleet import api as fleet_api
 from governance.notify import api as notify_api
 from governance.org import api as org_api
@@ -54,6 +54,7 @@ urlpatterns = [
     path("findings/", FindingListView.as_view(), name="findings"),
     # Any id reaches the view, so an unknown one is a 404 in the API's error shape, not Django's HTML page.
     re_path(r"^findings/(?P<pk>-?\d+)/state/$", FindingStateView.as_view(), name="finding-state"),
+    re_path(r"^findings/(?P<pk>-?\d+)/realised/$", FindingRealisedView.as_view(), name="finding-realised"),
     path("", include("governance.costs.api_urls")),
     *(url for domain in DOMAINS for url in getattr(domain, "URLS", [])),
     *router.urls,

@@ -103,6 +103,7 @@ CELERY_BEAT_SCHEDULE = {
     "evaluate-running-jobs": {"task": "efficiency.evaluate_running", "schedule": 15 * 60.0},
     "evaluate-ended-jobs": {"task": "efficiency.evaluate_ended", "schedule": 5 * 60.0},
     "check-cluster-utilisation": {"task": "efficiency.cluster_alerts", "schedule": 60 * 60.0},
+    "refresh-finding-savings": {"task": "efficiency.refresh_savings", "schedule": 24 * 3600.0},
     "weekly-findings-digest": {
         "task": "efficiency.weekly_digest",
         "schedule": crontab(minute=0, hour=7, day_of_week="mon"),

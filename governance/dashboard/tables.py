@@ -76,7 +76,7 @@ def jobs_table(id: str, title: str, jobs: list[JobCost], advice: dict[int, Advic
     """Jobs, each rounded once as on its own page; `adds_up`: the list is every job under a total the page prints
     (/me/), so its cost and idle cost are placed to add up to it."""
     headers = ["Job", *(["Team"] if team else []), "User", "Project", "GPU-hours", "Cost", "Idle cost", "Idle %",
-               "The change that would save most", "Saving / month"]  # fmt: skip
+               "The change that would save most", "Saving, last 30 days"]  # fmt: skip
     currency = jobs[0].currency if jobs else ""
     table = Table(id, title, headers, csv_url=csv_url, empty="No job was charged in this month.", currency=currency)
     costs = printed([j.cost for j in jobs]) if adds_up else [to_cents(j.cost) for j in jobs]

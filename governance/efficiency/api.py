@@ -18,6 +18,7 @@ from governance.efficiency.models import Finding
 from governance.efficiency.rules import RULES
 from governance.efficiency.selectors import findings_visible
 from governance.efficiency.services import FindingStateError, finding_state_set
+from governance.efficiency.workloads import realised_savings
 from governance.org.auth import signed_in_user
 from governance.org.models import User
 
@@ -31,8 +32,8 @@ class FindingSerializer(serializers.ModelSerializer):
     class Meta:
         model = Finding
         fields = ["id", "job_id", "job_pk", "cluster", "team", "rule", "severity", "state", "evidence", "waste",
-                  "wasted_gpu_hours", "savings", "currency", "advice", "dismissed_reason", "created_at", "updated_at",
-                  "resolved_at"]  # fmt: skip
+                  "wasted_gpu_hours", "savings", "savings_from", "currency", "advice", "dismissed_reason", "created_at",
+                  "updated_at", "resolved_at"]  # fmt: skip
 
     def get_team(self, finding: Finding) -> str | None:
         return finding.job.project.team.slug if finding.job.project else None
@@ -102,3 +103,55 @@ class FindingStateView(APIView):
         except FindingStateError as exc:
             return error_response(status.HTTP_400_BAD_REQUEST, "invalid", str(exc))
         return Response(FindingSerializer(findings_visible(user=user).get(pk=finding.pk)).data)
+
+
+class RunsSerializer(serializers.Serializer):
+    runs = serializers.IntegerField()
+    gpu_hours_per_run = serializers.DecimalField(max_digits=16, decimal_places=2)
+    sm = serializers.FloatField(help_text="Used share of the GPU-hours (0-1), from the ledger.")
+    cost_per_run = serializers.DecimalField(max_digits=16, decimal_places=2)
+
+
+class RealisedSerializer(serializers.Serializer):
+    finding_id = serializers.IntegerField()
+    resolved_at = serializers.DateTimeField(allow_null=True)
+    enough_runs = serializers.BooleanField(help_text="False: fewer than 2 runs on a side; the figures are not told.")
+    before = RunsSerializer(allow_null=True)
+    after = RunsSerializer(allow_null=True)
+    saved_per_run = serializers.DecimalField(max_digits=16, decimal_places=2, allow_null=True)
+    saved = serializers.DecimalField(max_digits=16, decimal_places=2, allow_null=True)
+    currency = serializers.CharField()
+    text = serializers.CharField()
+
+
+NOT_MEASURED = "Not measured: the finding is not resolved, or its job is no recurring work (no workload, name or kind)."
+
+
+class FindingRealisedView(APIView):
+    """What taking a resolved finding's advice saved: the workload's runs after the resolution against those before
+    (runs, GPU-hours, SM and cost per run), or why it cannot be told yet."""
+
+    permission_classes = [HasReadScope]
+
+    @extend_schema(responses=RealisedSerializer)
+    def get(self, request: Request, pk: str, format: str | None = None) -> Response:
+        finding = findings_visible(user=signed_in_user(request)).filter(pk=int(pk)).first()
+        if finding is None:
+            return error_response(status.HTTP_404_NOT_FOUND, "not_found", "No such finding.")
+        realised = realised_savings(finding=finding)
+        told = realised is not None and realised.enough
+        return Response(
+            RealisedSerializer(
+                {
+                    "finding_id": finding.pk,
+                    "resolved_at": finding.resolved_at,
+                    "enough_runs": told,
+                    "before": realised.before if realised else None,
+                    "after": realised.after if realised else None,
+                    "saved_per_run": realised.saved_per_run if realised and told else None,
+                    "saved": realised.saved if realised and told else None,
+                    "currency": finding.currency,
+                    "text": realised.text() if realised else NOT_MEASURED,
+                }
+            ).data
+        )

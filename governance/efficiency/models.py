@@ -39,7 +39,12 @@ class Finding(models.Model):
         max_digits=14,
         decimal_places=2,
         default=0,
-        help_text="What following the advice would save a month: an estimate, never added across findings.",
+        help_text="What following the advice would have saved over the trailing 30 days (from savings_from to the "
+        "day of the evaluation), priced from the job's ledger rows and partitioned across its findings like waste, so "
+        "savings add up to at most what the job, and the team, spent in the window.",
+    )
+    savings_from = models.DateField(
+        null=True, blank=True, help_text="First day of the window the savings were measured over; null: never measured."
     )
     currency = models.CharField(max_length=3, default="USD")
     advice = models.TextField()

@@ -41,7 +41,8 @@ def finding_payload(finding: Finding, *, reason: str = "") -> dict:
         "reason": reason,
         "changed_by": finding.state_changed_by.username if finding.state_changed_by else None,
         "waste": str(finding.waste),
-        "savings_per_month": str(finding.savings),
+        "savings_last_30_days": str(finding.savings),
+        "savings_from": finding.savings_from.isoformat() if finding.savings_from else None,
         "currency": finding.currency,
         "advice": finding.advice,
         "evidence": finding.evidence,
@@ -59,7 +60,8 @@ def finding_text(finding: Finding, verb: str, reason: str = "") -> str:
 
 def _digest_lines(findings: list[Finding]) -> str:
     return "\n".join(
-        f"- {format_money(f.waste, f.currency)} wasted  {f.rule} on job {f.job.external_id} "
+        f"- {format_money(f.savings, f.currency)} to save ({format_money(f.waste, f.currency)} wasted)  {f.rule} on "
+        f"job {f.job.external_id} "
         f"({f.job.cluster.name}): {f.advice}"
         for f in findings
     )
@@ -70,7 +72,7 @@ def digests_send(*, now: datetime | None = None) -> int:
     live = list(
         Finding.objects.filter(state__in=LIVE_STATES)
         .select_related("job__cluster", "job__project__team")
-        .order_by("-waste", "-id")
+        .order_by("-savings", "-waste", "-id")
     )
     by_user: dict[str, list[Finding]] = defaultdict(list)
     by_team: dict[int, list[Finding]] = defaultdict(list)
@@ -98,9 +100,11 @@ def _send(to: str, subject: str, findings: list[Finding]) -> int:
     if not findings:
         return 0
     total = sum((f.waste for f in findings), Decimal(0))
+    savings = sum((f.savings for f in findings), Decimal(0))
     body = (
-        f"Waste billed so far: {format_money(total, findings[0].currency)} (each wasted GPU-hour counted once), "
-        "most first.\n\n"
+        f"Waste billed so far: {format_money(total, findings[0].currency)}; following the advice would have saved "
+        f"{format_money(savings, findings[0].currency)} over the last 30 days (each GPU-hour counted once), the "
+        "biggest saving first.\n\n"
         f"{_digest_lines(findings)}\n"
     )
     return send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to], fail_silently=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Protocol
 
 from django.conf import settings
@@ -19,8 +19,7 @@ from governance.efficiency.rules.base import pct
 from governance.efficiency.selectors import job_bills, job_summaries
 from governance.efficiency.summary import JobSummary
 from governance.efficiency.thresholds import thresholds_from_settings
-from governance.efficiency.waste import waste_allocate
-from governance.lib.money import to_cents
+from governance.efficiency.waste import savings_allocate, savings_window_start, waste_allocate
 from governance.notify.services import notification_enqueue, notify_destinations
 from governance.org.models import User
 from governance.usage.models import Job
@@ -77,6 +76,7 @@ def findings_evaluate(*, job_ids: Iterable[int], now: datetime | None = None, fi
     claims go to no other finding.
     """
     now = now or timezone.now()
+    since = savings_window_start(now)
     thresholds = thresholds_from_settings()
     result = Evaluation()
     for chunk in _chunks(job_ids):
@@ -96,7 +96,9 @@ def findings_evaluate(*, job_ids: Iterable[int], now: datetime | None = None, fi
             for summary in summaries:
                 drafts = rules_evaluate(summary, thresholds)
                 bill = bills.get(summary.job_id)
-                wastes = waste_allocate({d.rule: d.wasted_hours for d in drafts}, bill.days if bill else {})
+                claims = {d.rule: d.wasted_hours for d in drafts}
+                wastes = waste_allocate(claims, bill.days if bill else {})
+                savings = savings_allocate(claims, bill.days if bill else {}, since)
                 fired = {d.rule for d in drafts}
                 for draft in drafts:
                     waste = wastes[draft.rule]
@@ -105,7 +107,8 @@ def findings_evaluate(*, job_ids: Iterable[int], now: datetime | None = None, fi
                         "evidence": draft.evidence,
                         "waste": waste.money,
                         "wasted_gpu_hours": round(waste.hours, 4),
-                        "savings": to_cents(draft.savings),
+                        "savings": savings[draft.rule].money,
+                        "savings_from": since,
                         "currency": bill.currency if bill else draft.currency,
                         "advice": draft.advice,
                     }
@@ -125,7 +128,7 @@ def findings_evaluate(*, job_ids: Iterable[int], now: datetime | None = None, fi
                     if job_id == summary.job_id and rule not in fired and f.state in LIVE_STATES:
                         Finding.objects.filter(pk=f.pk).update(
                             state=Finding.State.RESOLVED, resolved_at=now, updated_at=now, state_changed_by=None,
-                            waste=0, wasted_gpu_hours=0,
+                            waste=0, wasted_gpu_hours=0, savings=0,
                         )  # fmt: skip
                         changes.append(Change(f.pk, "resolved", f.state, Finding.State.RESOLVED, _no_longer(summary)))
                         result.resolved += 1
@@ -188,6 +191,19 @@ def findings_evaluate_ended(*, now: datetime | None = None) -> Evaluation:
         .values_list("pk", flat=True)
     )
     return findings_evaluate(job_ids=list(ids), now=now, final=True)
+
+
+def findings_savings_refresh(*, now: datetime | None = None) -> Evaluation:
+    """Keep savings to the trailing window as it moves (daily; running jobs move with their 15-minute pass): the
+    findings of jobs that ended before the window began save nothing any more, and jobs that ran across the window's
+    first day are evaluated again so their days before it drop out."""
+    now = now or timezone.now()
+    since = savings_window_start(now)
+    edge = datetime.combine(since, time.min, tzinfo=UTC)
+    stale = Finding.objects.filter(savings_from__lt=since)
+    stale.filter(job__end_time__lt=edge).update(savings=0, savings_from=since, updated_at=now)
+    across = stale.filter(job__start_time__lt=edge, job__end_time__gte=edge).values_list("job_id", flat=True)
+    return findings_evaluate(job_ids=set(across), now=now)
 
 
 def findings_evaluate_all(*, now: datetime | None = None) -> Evaluation:

@@ -10,7 +10,6 @@ from decimal import Decimal
 from math import sqrt
 
 MIB_PER_GIB = 1024.0
-HOURS_PER_MONTH = Decimal(720)  # a 30-day month
 
 
 @dataclass(frozen=True)
@@ -180,15 +179,6 @@ class JobSummary:
     def unused_hours_by_day(self) -> dict[date, float]:
         """The unused share (1 - SM) of each held hour whose SM is known, per day."""
         return self.hours_by_day(lambda h: max(0.0, 1 - h.sm_mean / 100) if h.sm_known else 0.0)
-
-    def monthly_savings(self, wasted_gpu_hours: float) -> Decimal:
-        """What stopping the waste saves a month: ended jobs, what was wasted; running jobs, the waste rate so
-        far over a 30-day month of running. An estimate at today's rate, never added across findings."""
-        if not self.running:
-            return self.cost(wasted_gpu_hours)
-        if self.runtime_hours <= 0:
-            return Decimal(0)
-        return self.cost(wasted_gpu_hours / self.runtime_hours) * HOURS_PER_MONTH
 
 
 def gib(mib: float) -> float:

@@ -20,6 +20,11 @@ def evaluate_ended() -> int:
     return services.findings_evaluate_ended().opened
 
 
+@shared_task(name="efficiency.refresh_savings")
+def refresh_savings() -> int:
+    return services.findings_savings_refresh().jobs
+
+
 @shared_task(name="efficiency.weekly_digest")
 def weekly_digest() -> int:
     return notifications.digests_send()

@@ -6,13 +6,17 @@ where they overlap. Each wasted GPU-hour goes to one finding only: in precedence
 its rule claims on a day beyond what the findings before it took, capped at the GPU-hours billed that day. The
 money is those hours at that day's ledger price per held GPU-hour (the rate in force then x the MIG fraction),
 so a job's waste never exceeds its bill, and neither does a team's. Pure: plain data in, plain data out.
+
+Savings is the same partition over the trailing window (SAVINGS_WINDOW_DAYS up to the day of the evaluation): what
+following each finding's advice would have saved over the last 30 days, measured, never extrapolated. So a job's
+savings never exceed what it cost in the window, and a team's never exceed what the team spent in it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 
@@ -20,6 +24,7 @@ from governance.lib.money import to_cents
 
 PRECEDENCE = ("idle_gpu", "overallocated", "mig_fit", "inference_oversized", "low_utilization")
 ZERO = Decimal(0)
+SAVINGS_WINDOW_DAYS = 30
 
 
 def precedence(rule: str) -> tuple[int, str]:
@@ -71,6 +76,18 @@ def waste_allocate(claims: Mapping[str, Mapping[date, float]], bills: Mapping[da
         out[rule] = Waste(hours=hours, money=cents - cents_total)
         cents_total = cents
     return out
+
+
+def savings_window_start(now: datetime) -> date:
+    """The first day of the trailing window that ends with the day of `now` (UTC), SAVINGS_WINDOW_DAYS long."""
+    return now.date() - timedelta(days=SAVINGS_WINDOW_DAYS - 1)
+
+
+def savings_allocate(
+    claims: Mapping[str, Mapping[date, float]], bills: Mapping[date, DayBill], since: date
+) -> dict[str, Waste]:
+    """Each rule's share of what the job cost from `since` on: the waste partition, restricted to the window."""
+    return waste_allocate(claims, {day: bill for day, bill in bills.items() if day >= since})
 
 
 def bills_by_day(rows: Iterable[tuple[date, Decimal, Decimal, Fraction]]) -> dict[date, DayBill]:

@@ -185,6 +185,8 @@ ROWS = [
     ),
     # Findings: on the jobs you may see; bob's job is nlp's (alice may not see it), dave's vision's.
     Row("v1:findings", "get", lambda w: f"{V1}/findings/", everyone(200)),
+    Row("v1:finding-realised", "get", lambda w: f"{V1}/findings/{w.finding_bob.pk}/realised/",
+        seen_by(200, "nlp_lead")),
     Row(
         "v1:finding-state",
         "post",

@@ -13,6 +13,7 @@ OVERVIEW_CHARTS = ("forecast", "utilisation", "cost-per-team", "idle-cost", "que
 TEAM_CHARTS = ("cost-by-project", "cost-by-model", "cost-trend")
 # The month-end forecast shows to everyone who sees the team's totals.
 FORECAST = ("forecast",)
+JOB_CHARTS = ("job-idle-strip", "job-timeline")  # the idle hours as a strip, then SM, memory and power
 LEADS_AND_UP = ("admin", "finance", "nlp_lead")
 
 
@@ -50,10 +51,10 @@ PAGES: list[Page] = [
         ("#lines tbody tr",),
     ),
     # Efficiency: a job's timelines and findings, the findings list, the cluster against its 40% line.
-    Page("job-nlp", "/jobs/{nlp_job}/", LEADS_AND_UP, ("job-timeline",),
+    Page("job-nlp", "/jobs/{nlp_job}/", LEADS_AND_UP, JOB_CHARTS,
          (".finding button[value=acknowledged]", "#job-summary", ".finding-title")),
-    Page("job-alice", "/jobs/{alice_job}/", ("admin", "nlp_lead", "alice"), ("job-timeline",), (".finding p",)),
-    Page("job-vision", "/jobs/{vision_job}/", ("admin", "vision_lead"), ("job-timeline",), (".finding p",)),
+    Page("job-alice", "/jobs/{alice_job}/", ("admin", "nlp_lead", "alice"), JOB_CHARTS, (".finding p",)),
+    Page("job-vision", "/jobs/{vision_job}/", ("admin", "vision_lead"), JOB_CHARTS, (".finding p",)),
     Page("findings", "/findings/", ALL_ROLES, (), (".finding button[value=dismissed]", "#findings-count", ".job-group")),  # noqa: E501
     # An engineer's month: their jobs with cost, idle cost and the change that would save most.
     Page("me", "/me/?month=2026-11", ("alice",), (), ("#my-jobs tbody tr", "#costliest-job")),

@@ -40,10 +40,10 @@ def test_idle_after_busy_is_priced_as_the_idle_hours_at_the_rate():
     assert drafts["idle_gpu"].evidence["idle_cost"] == "6.00"
 
 
-def test_a_running_job_extrapolates_its_waste_rate_to_a_30_day_month():
+def test_a_running_job_claims_the_idle_hours_so_far_never_a_month_extrapolated():
     drafts = rules(job(hour(0, 90), hour(1, 0), hour(2, 0), hour(3, 0), running=True))
 
-    assert drafts["idle_gpu"].savings == Decimal("1080.00")  # 3/4 of 720 h x 2.00
+    assert drafts["idle_gpu"].wasted_hours == {T0.date(): 3.0}  # the 3 idle hours it had, not 3/4 of 720 h
 
 
 def test_a_tighter_idle_threshold_in_settings_changes_what_fires():

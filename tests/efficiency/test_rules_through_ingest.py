@@ -69,7 +69,8 @@ def test_a_two_gpu_job_with_one_gpu_idle_is_told_to_request_one(findings):
 
     over = found["overallocated"]
     assert over.evidence["gpus_idle"] == 1 and over.evidence["idle_gpu_hours"] == 2.0
-    assert over.savings == Decimal("4.00")
+    # The idle GPU's 2 hours are idle_gpu's saving already: each GPU-hour's saving is counted once.
+    assert found["idle_gpu"].savings == Decimal("4.00") and over.savings == Decimal("0.00")
     assert "request 1 GPU instead of 2" in over.advice
 
 

@@ -119,7 +119,7 @@ def test_each_new_finding_is_posted_to_the_webhook_once(
 
     idle = [p for p in Hook.received if p["rule"] == "idle_gpu"]
     assert len(idle) == 1 and idle[0]["event"] == "finding.opened" and idle[0]["job_id"] == "4242"
-    assert idle[0]["savings_per_month"] == "4.00" and idle[0]["waste"] == "4.00"
+    assert idle[0]["savings_last_30_days"] == "4.00" and idle[0]["waste"] == "4.00"
     assert OutboxMessage.objects.get(payload__rule="idle_gpu").delivered_at is not None
 
 
@@ -149,6 +149,7 @@ def test_the_weekly_digest_goes_to_the_engineer_and_the_lead_sorted_by_money(cas
     assert "job big" not in to["alice@example.org"].body  # bob's job is not alice's
     lead = to["lead@example.org"].body
     assert lead.index("job big") < lead.index("job 4242")
+    assert "would have saved 24.00 USD over the last 30 days" in lead  # 2 h + 10 h idle at 2.00
 
 
 def test_a_cluster_under_the_line_for_a_day_alerts_once_by_email_and_webhook(cast, settings, hook_url,

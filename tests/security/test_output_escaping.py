@@ -12,7 +12,7 @@ from django.conf import settings
 
 from governance.dashboard.figures.costs import CostPoint, cost_by, cost_per_team_per_month
 from governance.dashboard.figures.heatmap import gpu_heatmap
-from governance.dashboard.figures.jobs import job_timeline
+from governance.dashboard.figures.jobs import idle_strip, job_timeline
 from governance.dashboard.figures.overview import (
     IdleRow,
     WasteRow,
@@ -58,10 +58,11 @@ def figures_with(name: str) -> list[dict]:
         top_jobs_by_waste([WasteRow(name, name, name, 1.0, Decimal(2))], "USD"),
         gpu_heatmap([name], ["2026-11-03 00:00"], [[1.0]]),
         job_timeline([GpuHourPoint(name, hour, 1.0, 2.0, 3.0)]),
+        idle_strip([GpuHourPoint(name, hour, 0.0, 2.0, 3.0)], 1.0),
     ]
 
 
-@pytest.mark.parametrize("index", range(7))
+@pytest.mark.parametrize("index", range(8))
 def test_no_figure_carries_a_name_as_markup(index):
     figure = json.dumps(figures_with(LINK)[index])
 

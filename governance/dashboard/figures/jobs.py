@@ -56,3 +56,36 @@ def job_timeline(points: Sequence[GpuHourPoint]) -> dict:
             "height": 640,
         },
     }
+
+
+def idle_strip(points: Sequence[GpuHourPoint], idle_sm: float) -> dict:
+    """The hours each GPU sat idle (mean SM under `idle_sm`) as a strip: one row per GPU, one cell per hour;
+    an hour whose SM is unknown stays blank."""
+    gpus = sorted({p.gpu for p in points})
+    hours = sorted({p.hour for p in points})
+    cell = {(p.gpu, p.hour): p.sm_percent for p in points}
+    z = [[None if (sm := cell.get((gpu, h))) is None else (1 if sm < idle_sm else 0) for h in hours] for gpu in gpus]
+    return {
+        "data": [
+            {
+                "type": "heatmap",
+                "x": [h.isoformat() for h in hours],
+                "y": [plain(g) for g in gpus],
+                "z": z,
+                "zmin": 0,
+                "zmax": 1,
+                "colorscale": [[0, "#d9e7d0"], [0.5, "#d9e7d0"], [0.5, PALETTE[1]], [1, PALETTE[1]]],
+                "showscale": False,
+                "xgap": 1,
+                "ygap": 2,
+                "hovertemplate": "%{x}<br>%{y}: %{z}<extra>1 = idle</extra>",
+            }
+        ],
+        "layout": {
+            "title": {"text": f"Idle hours (mean SM under {idle_sm:g}%)"},
+            "xaxis": {"title": {"text": "Hour (UTC)"}},
+            "yaxis": {"automargin": True},
+            "margin": {"t": 40, "r": 16, "b": 48, "l": 72},
+            "height": 120 + 24 * len(gpus),
+        },
+    }

@@ -18,12 +18,14 @@ from django.views.decorators.http import require_POST
 from governance.costs.breakdowns import job_charges
 from governance.dashboard.advice import findings_ordered, group_by_job, title
 from governance.dashboard.figures.cluster import ClusterHour, cluster_utilisation
-from governance.dashboard.figures.jobs import GpuHourPoint, job_timeline
+from governance.dashboard.figures.jobs import GpuHourPoint, idle_strip, job_timeline
 from governance.efficiency import selectors
 from governance.efficiency.models import Finding
 from governance.efficiency.rules import RULES
 from governance.efficiency.services import FindingStateError, finding_state_set
 from governance.efficiency.summary import gib
+from governance.efficiency.thresholds import thresholds_from_settings
+from governance.efficiency.workloads import realised_savings, workload_savings
 from governance.fleet.models import Cluster
 from governance.org.auth import signed_in_user
 from governance.org.selectors import teams_led
@@ -59,8 +61,11 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = {
         "job": job,
         "figure": job_timeline(points),
+        "idle_strip": idle_strip(points, thresholds_from_settings().idle_sm_percent),
         "has_data": bool(points),
         "findings": findings,
+        "workloads": {f.pk: w for f in findings if (w := workload_savings(finding=f)) is not None},
+        "realised": {f.pk: r for f in findings if (r := realised_savings(finding=f)) is not None},
         "charges": charges,
         "sm_mean": charges.used_gpu_hours / charges.gpu_hours if charges and charges.gpu_hours else None,
         "mem_peak_gib": max(peaks) if peaks else None,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
-from decimal import Decimal
 
 from governance.efficiency.summary import JobSummary
 from governance.efficiency.thresholds import Thresholds
@@ -18,13 +17,12 @@ class Draft:
     """A finding as a rule states it, before it meets the database.
 
     `wasted_hours`: the held GPU-hours the rule says were wasted, per UTC day (governance/efficiency/waste.py
-    prices them from the ledger). `savings`: what following the advice would save a month, an estimate.
+    prices them from the ledger, and what following the advice would have saved over the last 30 days).
     """
 
     rule: str
     severity: str
     evidence: dict[str, object]
-    savings: Decimal
     advice: str
     currency: str = "USD"
     wasted_hours: dict[date, float] = field(default_factory=dict)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from math import floor
 
 from governance.efficiency.rules.base import INFO, Draft, pct, r, rule
-from governance.efficiency.rules.low_utilization import unused_gpu_hours
 from governance.efficiency.summary import JobSummary, gib
 from governance.efficiency.thresholds import Thresholds
 
@@ -30,7 +29,6 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "mem_peak_percent": r(share, 1),
                 "batch_factor": factor,
             },
-            savings=job.monthly_savings(unused_gpu_hours(job)),
             wasted_hours=job.unused_hours_by_day(),
             advice=(
                 f"SM averages {pct(job.sm_mean)} and memory peaks at {gib(peak):.1f} of {gib(total):.0f} GiB "

@@ -8,7 +8,6 @@ a GPU that alternates between waiting and computing approaches 1.
 from __future__ import annotations
 
 from governance.efficiency.rules.base import WARNING, Draft, pct, r, rule
-from governance.efficiency.rules.low_utilization import unused_gpu_hours
 from governance.efficiency.summary import JobSummary
 from governance.efficiency.thresholds import Thresholds
 
@@ -50,7 +49,6 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "host_cpu_mean": r(host_cpu, 1) if host_cpu is not None else None,
                 "sm_oscillation_cv": r(cv) if cv is not None else None,
             },
-            savings=job.monthly_savings(unused_gpu_hours(job)),
             wasted_hours=job.unused_hours_by_day(),
             advice=(
                 f"The GPU waits for data: SM averages {pct(job.sm_mean)} and {'; '.join(reasons)}. "

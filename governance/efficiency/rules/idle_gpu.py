@@ -11,6 +11,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
+from governance.efficiency.idle_patterns import AFTER_WORK, FROM_START, INTERMITTENT, NIGHT, IdlePattern, idle_pattern
+from governance.efficiency.idle_patterns import interactive as is_interactive
 from governance.efficiency.rules.base import CRITICAL, WARNING, Draft, pct, r, rule
 from governance.efficiency.summary import GpuSummary, HourStat, JobSummary
 from governance.efficiency.thresholds import Thresholds
@@ -65,6 +67,27 @@ def _label(gpu: GpuSummary) -> str:
     return f"{gpu.node}:{gpu.index}"
 
 
+def _pattern(gpu: GpuSummary, t: Thresholds, interactive: bool) -> IdlePattern | None:
+    hours = [(h.hour, h.sm_mean if h.sm_known else None) for h in gpu.hours]
+    return idle_pattern(hours, t.idle_sm_percent, is_interactive=interactive)
+
+
+ADVICE = {
+    AFTER_WORK: " after doing work: release the GPUs when the work is done (end the job, or exit after training)",
+    FROM_START: ": the job never used {them}, so check that the code runs on the GPU (device placement, CUDA visible)",
+    INTERMITTENT: (
+        ", in {between} idle hours between busy ones while the job ran ({switches} switches between idle and busy): "
+        "the GPU waits on something (data loading, checkpoints, evaluation or a queue); prefetch and cache the input "
+        "(more data-loader workers), checkpoint asynchronously, evaluate less often or elsewhere, or scale "
+        "elastically so the idle GPUs go back to the pool"
+    ),
+    NIGHT: (
+        ", mostly at night (20:00-07:00 UTC) in an interactive session: stop idle sessions automatically "
+        "(an idle auto-stop or culling timeout) and start them again when needed"
+    ),
+}
+
+
 @rule("idle_gpu")
 def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     per_sample = job.hours_per_sample
@@ -92,18 +115,23 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
         }
         for gpu, stretches in found
     ]
-    worked = [gpu for gpu, _ in found if gpu.sm_mean >= t.idle_sm_percent]
+    session = is_interactive(job.labels)
+    patterns = {gpu.gpu_id: _pattern(gpu, t, session) for gpu, _ in found}
+    for entry, (gpu, _) in zip(evidence_gpus, found, strict=True):
+        entry["pattern"] = p.pattern if (p := patterns[gpu.gpu_id]) else INTERMITTENT
+    main = max(
+        (p for p in patterns.values() if p is not None),
+        key=lambda p: len(p.idle_hours),
+        default=IdlePattern(INTERMITTENT, (), 0, 0, 0, 0),
+    )
     first = evidence_gpus[0]
     what = (
         f"GPU {first['gpu']} sat idle (under {pct(t.idle_sm_percent)} SM) for {first['idle_hours']:.1f} h"
         if len(found) == 1
         else f"{len(found)} GPUs sat idle (under {pct(t.idle_sm_percent)} SM) for {idle_gpu_hours:.1f} GPU-hours in all"
     )
-    why = (
-        " after doing work: release the GPUs when the work is done (end the job, or exit after training)"
-        if worked
-        else f": the job never used {'it' if len(found) == 1 else 'them'}, so check that the code runs on the GPU "
-        "(device placement, CUDA visible)"
+    why = ADVICE[main.pattern].format(
+        them="it" if len(found) == 1 else "them", between=main.idle_between, switches=main.switches
     )
     money = f"; that idle time cost {idle_cost:,.2f} {job.currency}" if job.rate is not None else ""
     severity = CRITICAL if idle_gpu_hours >= 0.5 * job.allocated_gpu_hours else WARNING
@@ -116,9 +144,11 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "idle_cost": str(to_cents(idle_cost)),
                 "rate_per_gpu_hour": str(job.rate) if job.rate is not None else None,
                 "idle_sm_percent": t.idle_sm_percent,
+                "idle_pattern": main.pattern,
+                "idle_hours_after_work": main.idle_after_work,
+                "idle_hours_between_work": main.idle_between,
                 "gpus": evidence_gpus,
             },
-            savings=job.monthly_savings(idle_gpu_hours),
             wasted_hours=dict(by_day),
             advice=f"{what}{why}{money}.",
             currency=job.currency,

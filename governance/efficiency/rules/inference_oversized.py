@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collectors.mig import mig_smallest_fit
 from governance.efficiency.rules.base import WARNING, Draft, pct, r, rule
-from governance.efficiency.rules.low_utilization import unused_gpu_hours
 from governance.efficiency.summary import JobSummary, gib
 from governance.efficiency.thresholds import Thresholds
 
@@ -27,11 +26,9 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     profile = mig_smallest_fit(job.gpu_model or (job.gpus[0].model if job.gpus else ""), after)
     if profile is not None and profile.fraction < 1:
         slice_text = f", then serve from a {profile.name} MIG slice ({profile.compute_fraction} of the GPU's cost)"
-        wasted = job.allocated_gpu_hours * (1 - float(profile.fraction))
         by_day = job.hours_by_day(lambda h: 1 - float(profile.fraction))
     else:
         slice_text = ", then pack more replicas per GPU"
-        wasted = unused_gpu_hours(job)
         by_day = job.unused_hours_by_day()
     return [
         Draft(
@@ -44,7 +41,6 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "mem_peak_percent": r(share, 1),
                 "profile_after_quantisation": profile.name if profile else None,
             },
-            savings=job.monthly_savings(wasted),
             wasted_hours=by_day,
             advice=(
                 f"This inference service has run {job.runtime_hours:.0f} h at {pct(job.sm_mean)} SM while holding "

@@ -33,7 +33,6 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "cluster_sm_mean": r(job.cluster_sm_mean, 1) if job.cluster_sm_mean is not None else None,
                 "gpu_hours": r(job.allocated_gpu_hours),
             },
-            savings=job.monthly_savings(unused_gpu_hours(job)),
             wasted_hours=job.unused_hours_by_day(),
             advice=(
                 f"Mean SM utilisation is {pct(mean)}{contrast}, under the "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from governance.efficiency.rules.base import WARNING, Draft, pct, r, rule
-from governance.efficiency.rules.low_utilization import unused_gpu_hours
 from governance.efficiency.summary import JobSummary, gib
 from governance.efficiency.thresholds import Thresholds
 
@@ -26,7 +25,6 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "mem_peak_percent": r(share, 1),
                 "sm_mean": r(job.sm_mean, 1),
             },
-            savings=job.monthly_savings(unused_gpu_hours(job)),
             wasted_hours=job.unused_hours_by_day(),
             advice=(
                 f"Memory peaks at {gib(peak):.1f} of {gib(total):.0f} GiB ({pct(share)}) while SM averages "

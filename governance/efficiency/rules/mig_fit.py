@@ -20,7 +20,6 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     profile = mig_smallest_fit(gpu.model or job.gpu_model, need)
     if profile is None or profile.fraction >= 1:
         return []
-    wasted = job.runtime_hours * (1 - float(profile.fraction))
     return [
         Draft(
             rule="mig_fit",
@@ -34,7 +33,6 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "profile_memory_gib": profile.memory_gib,
                 "profile_share": profile.compute_fraction,
             },
-            savings=job.monthly_savings(wasted),
             wasted_hours=job.hours_by_day(lambda h: 1 - float(profile.fraction)),
             advice=(
                 f"Peak {peak:.1f} GiB of {gib(gpu.memory_total_mib or 0):.0f} GiB and {pct(job.sm_mean)} SM; "

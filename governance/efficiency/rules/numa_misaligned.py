@@ -6,8 +6,6 @@ the raw samples, so the advice names the GPU's node, not the CPUs'. No money is 
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from governance.efficiency.rules.base import INFO, Draft, pct, r, rule
 from governance.efficiency.summary import GpuSummary, JobSummary
 from governance.efficiency.thresholds import Thresholds
@@ -33,7 +31,6 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
             rule="numa_misaligned",
             severity=INFO,
             evidence={"gpus": gpus},
-            savings=Decimal(0),
             advice=(
                 f"For up to {pct(100 * share)} of samples the job's CPUs ran off the NUMA node of "
                 f"{len(off)} of its GPUs, which sit on {where}: bind CPUs to the GPUs' node "

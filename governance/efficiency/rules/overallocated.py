@@ -30,12 +30,11 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "busy_sm_mean": r(busy_mean, 1),
                 "idle_gpu_hours": r(wasted),
             },
-            savings=job.monthly_savings(wasted),
             wasted_hours=job.hours_by_day(gpus=idle),
             advice=(
                 f"{len(idle)} of {job.gpu_count} GPUs ({names}) stayed under {pct(t.idle_sm_percent)} SM while the "
                 f"others worked at {pct(busy_mean)}: request {keep} GPU{'s' if keep != 1 else ''} instead of "
-                f"{job.gpu_count}, saving {job.monthly_savings(wasted):,.2f} {job.currency} a month."
+                f"{job.gpu_count}."
             ),
             currency=job.currency,
         )

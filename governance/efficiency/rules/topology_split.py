@@ -6,8 +6,6 @@ rule sees splits across nodes only. No money is put on it: the cost is speed.
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from governance.efficiency.rules.base import WARNING, Draft, rule
 from governance.efficiency.summary import JobSummary
 from governance.efficiency.thresholds import Thresholds
@@ -23,7 +21,6 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
             rule="topology_split",
             severity=WARNING,
             evidence={"gpus": len(job.gpus), "nodes": nodes, "largest_node_gpus": job.largest_node_gpus},
-            savings=Decimal(0),
             advice=(
                 f"The job's {len(job.gpus)} GPUs are spread over {len(nodes)} nodes ({', '.join(nodes)}) while one "
                 f"node of the cluster holds {job.largest_node_gpus}: pack it on one node / NVLink domain "

@@ -1,0 +1,174 @@
+"""Recurring work: the jobs of one project and user that share a name (a `workload`, job `name` or `kind` label), what
+a finding's advice would have saved across them over the savings window, and, once it is resolved, what taking it
+saved (runs after against runs before). Reads only.
+
+Each job's finding carries its own share of the saving (a partition of the job's ledger rows, so totals add up); the
+workload's figure is the sum of those shares over its runs in the window, shown beside the finding, never stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from django.db.models import Count, Max, QuerySet, Sum
+
+from governance.costs.models import Charge
+from governance.efficiency.models import Finding
+from governance.efficiency.waste import SAVINGS_WINDOW_DAYS
+from governance.lib.money import format_money, to_cents
+from governance.usage.models import Job
+
+WORKLOAD_LABELS = ("workload", "name", "kind")
+
+
+@dataclass(frozen=True)
+class WorkloadSavings:
+    """One rule's saving across the runs of a recurring workload since `since`."""
+
+    label: str
+    name: str
+    project: str
+    runs: int
+    cost: Decimal
+    savings: Decimal
+    currency: str
+    since: date
+
+    @property
+    def share(self) -> float:
+        return float(self.savings / self.cost) if self.cost else 0.0
+
+    def text(self) -> str:
+        return (
+            f"The {self.name} runs of {self.project} ({self.runs} since {self.since:%Y-%m-%d}) cost "
+            f"{format_money(self.cost, self.currency)}; following this advice would have saved "
+            f"{format_money(self.savings, self.currency)} of it ({self.share:.0%})."
+        )
+
+
+def workload_key(labels: dict[str, str] | None) -> tuple[str, str] | None:
+    """The label that names a job's recurring work, first of WORKLOAD_LABELS; None: the job is its own workload."""
+    for key in WORKLOAD_LABELS:
+        value = (labels or {}).get(key)
+        if isinstance(value, str) and value:
+            return key, value
+    return None
+
+
+def workload_savings(*, finding: Finding) -> WorkloadSavings | None:
+    """The finding's rule over the runs of its job's workload in the finding's savings window (three queries); None
+    where the job is its own workload or the only run of it in the window."""
+    job = finding.job
+    key = workload_key(job.labels)
+    project = job.project
+    if key is None or project is None or finding.savings_from is None:
+        return None
+    runs = Job.objects.filter(project=project, user_name=job.user_name, **{f"labels__{key[0]}": key[1]})
+    usage = Charge.objects.filter(kind=Charge.Kind.USAGE, job__in=runs, day__gte=finding.savings_from)
+    totals = usage.aggregate(cost=Sum("cost"), runs=Count("job_id", distinct=True), currency=Max("currency"))
+    if not totals["runs"] or totals["runs"] < 2:
+        return None
+    # The runs billed in the window; each run's saving is its own share, kept to the window as it moves.
+    in_window = usage.values("job_id")
+    saved = Finding.objects.filter(job_id__in=in_window, rule=finding.rule, savings_from__isnull=False).aggregate(
+        s=Sum("savings")
+    )["s"]
+    return WorkloadSavings(
+        label=key[0],
+        name=key[1],
+        project=project.name,
+        runs=totals["runs"],
+        cost=totals["cost"],
+        savings=saved or Decimal(0),
+        currency=totals["currency"],
+        since=finding.savings_from,
+    )
+
+
+MIN_RUNS = 2  # on each side, before a before/after comparison is told
+
+
+@dataclass(frozen=True)
+class Runs:
+    """One side of a before/after comparison: the workload's runs and their ledger totals."""
+
+    runs: int
+    gpu_hours: Decimal
+    used_gpu_hours: Decimal
+    cost: Decimal
+
+    @property
+    def gpu_hours_per_run(self) -> Decimal:
+        return self.gpu_hours / self.runs if self.runs else Decimal(0)
+
+    @property
+    def cost_per_run(self) -> Decimal:
+        return self.cost / self.runs if self.runs else Decimal(0)
+
+    @property
+    def sm(self) -> float:
+        return float(self.used_gpu_hours / self.gpu_hours) if self.gpu_hours else 0.0
+
+
+@dataclass(frozen=True)
+class Realised:
+    """What taking a finding's advice saved: the workload's runs started after it was resolved against those before."""
+
+    since: datetime
+    before: Runs
+    after: Runs
+    currency: str
+
+    @property
+    def enough(self) -> bool:
+        return self.before.runs >= MIN_RUNS and self.after.runs >= MIN_RUNS
+
+    @property
+    def saved_per_run(self) -> Decimal:
+        return to_cents(self.before.cost_per_run - self.after.cost_per_run)
+
+    @property
+    def saved(self) -> Decimal:
+        return to_cents((self.before.cost_per_run - self.after.cost_per_run) * self.after.runs)
+
+    def text(self) -> str:
+        when = f"Since it was resolved on {self.since:%Y-%m-%d}"
+        if not self.enough:
+            return (
+                f"{when}: not enough runs yet to tell what it saved ({self.before.runs} before, {self.after.runs} "
+                f"after; {MIN_RUNS} needed on each side)."
+            )
+        money = self.currency
+        return (
+            f"{when}: {self.after.runs} runs after against {self.before.runs} before: "
+            f"{self.after.gpu_hours_per_run:.1f} against {self.before.gpu_hours_per_run:.1f} GPU-hours per run, "
+            f"SM {self.after.sm:.0%} against {self.before.sm:.0%}, {format_money(self.after.cost_per_run, money)} "
+            f"against {format_money(self.before.cost_per_run, money)} per run: "
+            f"{format_money(self.saved_per_run, money)} saved per run, {format_money(self.saved, money)} so far."
+        )
+
+
+def _runs(usage: QuerySet[Charge]) -> Runs:
+    totals = usage.aggregate(
+        runs=Count("job_id", distinct=True), h=Sum("gpu_hours"), u=Sum("used_gpu_hours"), c=Sum("cost")
+    )
+    return Runs(totals["runs"] or 0, totals["h"] or Decimal(0), totals["u"] or Decimal(0), totals["c"] or Decimal(0))
+
+
+def realised_savings(*, finding: Finding) -> Realised | None:
+    """For a resolved finding on recurring work: the workload's runs started after the resolution against those
+    started in the savings window before it (two queries); None where the finding is not resolved or its job is its
+    own workload."""
+    job = finding.job
+    key = workload_key(job.labels)
+    if finding.state != Finding.State.RESOLVED or finding.resolved_at is None or key is None or job.project is None:
+        return None
+    since = finding.resolved_at
+    runs = Job.objects.filter(project=job.project, user_name=job.user_name, **{f"labels__{key[0]}": key[1]})
+    usage = Charge.objects.filter(kind=Charge.Kind.USAGE, job__in=runs)
+    window = since - timedelta(days=SAVINGS_WINDOW_DAYS)
+    before = _runs(usage.filter(job__start_time__gte=window, job__start_time__lt=since))
+    after = _runs(usage.filter(job__start_time__gte=since))
+    return Realised(since, before, after, finding.currency)
