@@ -27,6 +27,7 @@ from governance.fleet.models import Gpu
 from governance.lib.metrics import metrics_sources
 from governance.usage.health import readiness
 from governance.usage.models import GpuHour, IngestBatch
+from governance.usage.selectors import inbox_dead
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,11 @@ class GovernanceCollector:
         age = GaugeMetricFamily("gg_inbox_oldest_age_seconds", "Age of the oldest unprocessed batch (0 if none).")
         age.add_metric([], (now - backlog["oldest"]).total_seconds() if backlog["oldest"] else 0.0)
         yield age
+        dead = GaugeMetricFamily(
+            "gg_inbox_dead_batches", "Ingest batches set aside after INGEST_MAX_ATTEMPTS failures (re-queue them)."
+        )
+        dead.add_metric([], inbox_dead().count())
+        yield dead
 
         try:
             depths = queue_depths()
@@ -104,7 +110,7 @@ class GovernanceCollector:
             total.add_metric([], float(inserted))
             yield total
 
-        for source in metrics_sources():  # the gauges other apps own (costs: gg_team_cost_month)
+        for source in metrics_sources():  # the gauges other apps own (costs: gg_team_cost_month, pricing, over-claims)
             yield from source()
 
 
