@@ -35,14 +35,15 @@ rule_files:
 """
 
 
-def prometheus_binary() -> str:
-    """The prometheus binary; the tests skip without it, except in CI (CI=true), where they fail."""
-    found = shutil.which("prometheus")
+def installed(program: str) -> str:
+    """The path of Debian's prometheus package's `program` (prometheus, promtool); the tests skip without it,
+    except in CI (CI=true), where they fail."""
+    found = shutil.which(program)
     if found:
         return found
-    reason = "needs Debian's prometheus (apt-get install --no-install-recommends prometheus; .ci/run installs it)"
+    reason = f"needs {program} (apt-get install --no-install-recommends prometheus; .ci/run installs it)"
     if os.environ.get("CI") == "true":
-        pytest.fail(reason + ": absent in CI")
+        pytest.fail(f"{reason}: absent in CI")
     pytest.skip(reason)
 
 
@@ -85,7 +86,7 @@ class Prometheus:
 
 @pytest.fixture(scope="session")
 def prometheus(django_db_setup, live_server, tmp_path_factory) -> Iterator[Prometheus]:
-    binary = prometheus_binary()
+    binary = installed("prometheus")
     home = tmp_path_factory.mktemp("prometheus")
     token_file = home / "gg-metrics-token"
     token_file.write_text(TOKEN + "\n")  # Prometheus strips the trailing newline, as operators' files have one

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 
 import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.observability.conftest import REPO, RULES, TOKEN
+from tests.observability.conftest import REPO, RULES, TOKEN, installed
 
 DASHBOARD = REPO / "docs" / "grafana-dashboard.json"
 SERIES = re.compile(r"\bgg[_:][A-Za-z0-9_:]*")
@@ -37,13 +36,18 @@ def dashboard_expressions() -> list[str]:
     return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
 
 
-def test_promtool_finds_the_rules_file_valid():
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        from tests.observability.conftest import prometheus_binary
+def test_without_the_program_it_skips_with_the_reason_but_fails_in_ci(monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda program: None)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="needs promtool"):
+        installed("promtool")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="absent in CI"):
+        installed("promtool")
 
-        prometheus_binary()  # skips (fails in CI) with the reason
-        pytest.skip("promtool is absent although prometheus is installed")
+
+def test_promtool_finds_the_rules_file_valid():
+    promtool = installed("promtool")
     checked = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
 
     assert checked.returncode == 0, checked.stdout + checked.stderr
