@@ -26,8 +26,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from governance.fleet.models import Gpu
 from governance.lib.metrics import metrics_sources
 from governance.usage.health import readiness
-from governance.usage.models import GpuHour, IngestBatch
-from governance.usage.selectors import inbox_dead
+from governance.usage.models import GpuHour
+from governance.usage.selectors import inbox_dead, inbox_pending
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +56,11 @@ class GovernanceCollector:
         yield ready
 
         now = timezone.now()
-        unprocessed = IngestBatch.objects.filter(processed_at__isnull=True)
+        unprocessed = inbox_pending()
         backlog = unprocessed.aggregate(n=Sum("record_count"), oldest=Min("received_at"))
-        batches = GaugeMetricFamily("gg_inbox_backlog_batches", "Ingest batches stored but not processed yet.")
+        batches = GaugeMetricFamily(
+            "gg_inbox_backlog_batches", "Ingest batches waiting for a worker (dead ones apart)."
+        )
         batches.add_metric([], unprocessed.count())
         yield batches
         records = GaugeMetricFamily("gg_inbox_backlog_records", "Records in unprocessed ingest batches.")
