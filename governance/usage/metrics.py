@@ -63,10 +63,12 @@ class GovernanceCollector:
         )
         batches.add_metric([], unprocessed.count())
         yield batches
-        records = GaugeMetricFamily("gg_inbox_backlog_records", "Records in unprocessed ingest batches.")
+        records = GaugeMetricFamily("gg_inbox_backlog_records", "Records in the batches waiting for a worker.")
         records.add_metric([], backlog["n"] or 0)
         yield records
-        age = GaugeMetricFamily("gg_inbox_oldest_age_seconds", "Age of the oldest unprocessed batch (0 if none).")
+        age = GaugeMetricFamily(
+            "gg_inbox_oldest_age_seconds", "Age of the oldest batch waiting for a worker (0 if none)."
+        )
         age.add_metric([], (now - backlog["oldest"]).total_seconds() if backlog["oldest"] else 0.0)
         yield age
         dead = GaugeMetricFamily(

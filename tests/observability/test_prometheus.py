@@ -164,4 +164,11 @@ def test_the_overclaim_gauge_is_the_months_overclaimed_gpu_hours_of_each_cluster
     assert hours and hours > 0
     expr = f'gg_overclaim_gpu_hours{{cluster="c1",gpu_model="{H100}"}}'
     assert eventually(lambda: prometheus.value(expr) == float(hours)), prometheus.query("gg_overclaim_gpu_hours")
+    assert eventually(lambda: prometheus.value('gg:overclaim_gpu_hours:sum_by_cluster{cluster="c1"}') == float(hours))
+
+    def alerted() -> list[dict]:
+        return [a for a in prometheus.api("alerts")["alerts"]
+                if a["labels"]["alertname"] == "GpuGovernanceGpuOverClaims" and a["state"] == "firing"]  # fmt: skip
+
+    assert [a["labels"]["cluster"] for a in eventually(alerted)] == ["c1"]  # the month's first over-claim alerts too
     assert_billing_invariants()
