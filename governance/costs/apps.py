@@ -9,7 +9,7 @@ class CostsConfig(AppConfig):
     def ready(self) -> None:
         # Registered in every process (web, worker, commands), so other apps enqueue them by name.
         from governance.costs import tasks  # noqa: F401
-        from governance.costs.metrics import team_cost_metrics
+        from governance.costs.metrics import costs_metrics
         from governance.lib.metrics import metrics_register
 
-        metrics_register("costs", team_cost_metrics)
+        metrics_register("costs", costs_metrics)

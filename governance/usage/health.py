@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from governance.usage.models import IngestBatch
+from governance.usage.selectors import inbox_pending
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def _inbox(database_ok: bool) -> list[Check]:
     if not database_ok:
         return [Check("inbox_backlog", False, "database down"), Check("inbox_oldest_age", False, "database down")]
     try:
-        unprocessed = IngestBatch.objects.filter(processed_at__isnull=True)
+        unprocessed = inbox_pending()
         count = unprocessed.count()
         oldest = unprocessed.aggregate(oldest=Min("received_at"))["oldest"]
     except Exception as exc:

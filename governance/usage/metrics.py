@@ -26,7 +26,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from governance.fleet.models import Gpu
 from governance.lib.metrics import metrics_sources
 from governance.usage.health import readiness
-from governance.usage.models import GpuHour, IngestBatch
+from governance.usage.models import GpuHour
+from governance.usage.selectors import inbox_dead, inbox_pending
 
 logger = logging.getLogger(__name__)
 
@@ -55,17 +56,26 @@ class GovernanceCollector:
         yield ready
 
         now = timezone.now()
-        unprocessed = IngestBatch.objects.filter(processed_at__isnull=True)
+        unprocessed = inbox_pending()
         backlog = unprocessed.aggregate(n=Sum("record_count"), oldest=Min("received_at"))
-        batches = GaugeMetricFamily("gg_inbox_backlog_batches", "Ingest batches stored but not processed yet.")
+        batches = GaugeMetricFamily(
+            "gg_inbox_backlog_batches", "Ingest batches waiting for a worker (dead ones apart)."
+        )
         batches.add_metric([], unprocessed.count())
         yield batches
-        records = GaugeMetricFamily("gg_inbox_backlog_records", "Records in unprocessed ingest batches.")
+        records = GaugeMetricFamily("gg_inbox_backlog_records", "Records in the batches waiting for a worker.")
         records.add_metric([], backlog["n"] or 0)
         yield records
-        age = GaugeMetricFamily("gg_inbox_oldest_age_seconds", "Age of the oldest unprocessed batch (0 if none).")
+        age = GaugeMetricFamily(
+            "gg_inbox_oldest_age_seconds", "Age of the oldest batch waiting for a worker (0 if none)."
+        )
         age.add_metric([], (now - backlog["oldest"]).total_seconds() if backlog["oldest"] else 0.0)
         yield age
+        dead = GaugeMetricFamily(
+            "gg_inbox_dead_batches", "Ingest batches set aside after INGEST_MAX_ATTEMPTS failures (re-queue them)."
+        )
+        dead.add_metric([], inbox_dead().count())
+        yield dead
 
         try:
             depths = queue_depths()
@@ -104,7 +114,7 @@ class GovernanceCollector:
             total.add_metric([], float(inserted))
             yield total
 
-        for source in metrics_sources():  # the gauges other apps own (costs: gg_team_cost_month)
+        for source in metrics_sources():  # the gauges other apps own (costs: gg_team_cost_month, pricing, over-claims)
             yield from source()
 
 

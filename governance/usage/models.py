@@ -1,5 +1,6 @@
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from governance.api.models import ApiToken
@@ -219,6 +220,9 @@ class PricingMark(models.Model):
     job = models.ForeignKey(Job, on_delete=models.DO_NOTHING, db_constraint=False, null=True, related_name="+")
     cluster = models.ForeignKey(Cluster, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
     day = models.DateField()
+    # Set by the database, so ingest's INSERT ... SELECT and every bulk_create stamp it alike: /metrics reads the
+    # pricing lag (gg_pricing_lag_seconds) from the oldest mark left.
+    created_at = models.DateTimeField(db_default=Now())
 
     def __str__(self) -> str:
         return f"reprice {'job ' + str(self.job_id) if self.job_id else 'cluster ' + str(self.cluster_id)} {self.day}"

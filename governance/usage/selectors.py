@@ -107,6 +107,12 @@ def cluster_utilisation_series(
     ]
 
 
+def inbox_pending() -> QuerySet[IngestBatch]:
+    """Inbox batches waiting for a worker (the partial index ingestbatch_pending_idx): dead ones wait for an admin
+    instead, and are counted apart, so one of them never holds up readiness nor inflates the backlog."""
+    return IngestBatch.objects.filter(processed_at__isnull=True, dead_at__isnull=True)
+
+
 def inbox_dead() -> QuerySet[IngestBatch]:
     """Inbox batches set aside as dead, the latest first."""
     return IngestBatch.objects.filter(dead_at__isnull=False, processed_at__isnull=True).order_by("-dead_at", "-id")

@@ -1,9 +1,12 @@
 """/healthz and /readyz: what a load balancer or a Kubernetes probe asks, and gg_ready on /metrics."""
 
 import socket
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
+from governance.usage.models import IngestBatch
 from governance.usage.services import usage_batch_receive
 from tests.factories import batch_body, sample_record
 
@@ -66,3 +69,18 @@ def test_metrics_show_each_readiness_check_as_gg_ready(client, settings):
     assert 'gg_ready{check="database"} 1.0' in text
     assert 'gg_ready{check="broker"} 0.0' in text
     assert 'gg_ready{check="inbox_backlog"} 1.0' in text
+
+
+def test_readyz_stays_200_with_a_dead_batch_of_any_age_which_waits_for_an_admin_not_a_worker(client, settings):
+    settings.CELERY_BROKER_URL = ""
+    settings.READY_INBOX_MAX_BATCHES, settings.READY_INBOX_MAX_AGE_S = 1, 900
+    receipt = usage_batch_receive(body=batch_body([sample_record()]))
+    IngestBatch.objects.filter(batch_id=receipt.batch_id).update(  # set aside a day ago, after its last attempt
+        received_at=timezone.now() - timedelta(days=1), dead_at=timezone.now() - timedelta(days=1)
+    )
+
+    response = client.get("/readyz")
+
+    assert response.status_code == 200
+    assert response.json()["checks"]["inbox_backlog"]["value"] == 0
+    assert response.json()["checks"]["inbox_oldest_age"]["value"] == 0
