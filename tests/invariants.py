@@ -24,6 +24,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Sum
 
+from collectors.mig import UnknownMigProfile
 from governance.costs.models import AllocatedHour, Charge, MonthClose, StatementLine
 from governance.costs.pricing import mig_fraction
 from governance.costs.selectors import reconcile
@@ -154,7 +155,10 @@ def _hours(lo: datetime, hi: datetime) -> list[tuple[datetime, Decimal]]:
 
 
 def _share(model: str, profile: str) -> Decimal:
-    f = mig_fraction(model, profile)
+    try:
+        f = mig_fraction(model, profile)
+    except UnknownMigProfile:
+        return Decimal(0)  # as pricing does: a GPU of an unknown profile is no capacity, and its job-days fail
     return Decimal(f.numerator) / f.denominator
 
 

@@ -150,7 +150,7 @@ def test_the_installed_command_prints_valid_records_on_a_dry_run(agent_venv, tmp
     records = [decode_record_line(line) for line in result.stdout.splitlines()]
     assert result.returncode == 0, result.stderr.decode()
     assert sum(isinstance(r, SampleRecord) for r in records) == 8 and any(isinstance(r, JobRecord) for r in records)
-    assert f"read={len(records)} sent=0 spooled=0 dropped=0 (exit)" in result.stderr.decode()
+    assert f"read={len(records)} sent=0 spooled=0 dropped=0 dead=0 (exit)" in result.stderr.decode()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -215,7 +215,7 @@ def test_on_a_read_only_root_filesystem_the_agent_writes_only_its_spool(agent_ve
     assert result.returncode == 0, result.stderr.decode()  # 78: the root filesystem was still writable
     last = result.stderr.decode().splitlines()[-1]
     read = int(last.split("read=")[1].split()[0])
-    assert read >= 2 and f"read={read} sent=0 spooled={read} dropped=0 (exit)" in last
+    assert read >= 2 and f"read={read} sent=0 spooled={read} dropped=0 dead=0 (exit)" in last
     assert len(list(spool.glob("*.batch.gz"))) == 1
 
 

@@ -21,6 +21,7 @@ from governance.fleet.models import Gpu
 from governance.lib.months import Month
 from governance.org.models import User
 from governance.usage.models import IngestBatch, Sample
+from tests.costs.conftest import declare
 from tests.factories import at, batch_body, committed, ingest, job_record, rate, sample_record, series
 from tests.invariants import assert_billing_invariants
 
@@ -98,6 +99,7 @@ def test_a_profile_of_another_gpu_is_refused_and_one_the_setting_adds_is_accepte
 
 def test_a_poison_job_day_is_isolated_listed_and_cleared_after_a_fix(client, cast):
     rate()
+    declare(16)  # the samples stop at 10:55 and the jobs at 11:12: c1 declares what it has
     ended = {"end_time": "2026-11-03T11:12:00Z", "state": "completed"}
     ingest([job_record(job_id="poison", gpus=1, **ended),
             *series(start=START, minutes=110, every_s=600, job_id="poison", gpu_uuid="MIG-poison",
@@ -155,6 +157,7 @@ def test_an_exception_in_one_job_days_arithmetic_leaves_the_rest_of_the_pass_pri
         return real(job, day, *args, **kwargs)
 
     monkeypatch.setattr(reprice, "job_day_rows", broken_for_one)
+    declare(16)  # the samples stop at 10:55 and the jobs at 11:12: c1 declares what it has
     ended = {"end_time": "2026-11-03T11:12:00Z", "state": "completed"}
     ingest([job_record(job_id="poison", gpus=1, **ended), *on_gpus("poison", 1),
             job_record(job_id="sound", gpus=8, **ended), *on_gpus("sound", 8)])  # fmt: skip
@@ -171,6 +174,7 @@ def test_an_exception_in_one_job_days_arithmetic_leaves_the_rest_of_the_pass_pri
 def unpriced_b200() -> None:
     """An H100 rate card only, and a two-GPU B200 job of two hours on c1: 4 GPU-hours no card prices."""
     rate()
+    declare(2, model=B200)  # the samples stop at 10:55 and the job at 11:12: c1 declares its B200s
     ingest([job_record(job_id="b200", gpus=2, gpu_model=B200, end_time="2026-11-03T11:12:00Z", state="completed"),
             *on_gpus("b200", 2, gpu_model=B200)])  # fmt: skip
 

@@ -30,6 +30,7 @@ from tests.collectors.test_dcgm import EKS, page
 from tests.collectors.test_pods import GPU0
 from tests.collectors.test_slurm import SACCT, SQUEUE, read
 from tests.collectors.test_slurmrest import TOKEN
+from tests.costs.conftest import declare
 from tests.factories import rate
 
 pytestmark = pytest.mark.django_db
@@ -158,6 +159,9 @@ def test_a_slurm_job_whose_last_record_does_not_know_its_gpus_still_bills_its_ei
     tmp_path, cast, django_capture_on_commit_callbacks
 ):
     rate(price="2.00")
+    # The job spans two nodes of 8 GPUs and only this one runs a collector: the fleet knows 8 GPUs (4 of them the
+    # job's, 4 other pods'), so the cluster declares its 16; without it the job's other 4 are an over-claim.
+    declare(16, cluster="hpc", since="2025-01-01")
     ProjectMapping.objects.create(value="biology", project=cast.nlp.projects.get())
     started = datetime.fromtimestamp(json.loads(read(SQUEUE))["jobs"][0]["start_time"]["number"], UTC)
     hpc = re.sub(r'(\{gpu="[0-3]",[^}]*DCGM_FI_DRIVER_VERSION="580.105.08")', r'\1,hpc_job="4746"', page(EKS))
@@ -174,7 +178,10 @@ def test_a_slurm_job_whose_last_record_does_not_know_its_gpus_still_bills_its_ei
         del pages["/slurm/v0.0.43/job/4746"]  # gone from slurmctld; slurmdbd has its end
         pages["/slurmdb/v0.0.43/job/4746"] = json.dumps(finished)
         pages["/metrics"] = page(EKS)
-        run_rounds(agent, clock, start=started + timedelta(hours=2), rounds=1, every=timedelta(minutes=10))
+        # The last scrape, in the hour after the job's (its GPUs then show other pods: in the job's own last hour
+        # two jobs seen on one GPU would share it).
+        after = started.replace(minute=0, second=0) + timedelta(hours=3, minutes=5)
+        run_rounds(agent, clock, start=after, rounds=1, every=timedelta(minutes=10))
 
     records = imported(out, tmp_path, django_capture_on_commit_callbacks)
 
