@@ -104,7 +104,11 @@ def test_the_lag_to_pricing_is_the_age_of_the_oldest_day_waiting_and_none_once_p
     assert done.unpriced_marks == 0 and done.pricing_lag is None
 
 
-def test_the_page_is_for_admins_only(client, cast):
+def test_the_page_is_for_admins_only_and_linked_from_the_inbox(client, cast):
     client.force_login(cast.alice)
+    refused = client.get("/admin/usage/collectorstatus/")
+    client.force_login(User.objects.create_superuser("root", password="pw-root-1234"))
+    inbox = client.get("/admin/usage/ingestbatch/").content.decode()
 
-    assert client.get("/admin/usage/collectorstatus/").status_code == 302  # to the admin's sign-in
+    assert refused.status_code == 302  # to the admin's sign-in
+    assert 'href="/admin/usage/collectorstatus/"' in inbox and "Ingest health" in inbox
