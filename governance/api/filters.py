@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
 from governance.fleet.models import Cluster
-from governance.org.models import Team
+from governance.org.models import Project, Team
 from governance.org.selectors import teams_visible
 
 OUT_OF_RANGE = "This time cannot be expressed in UTC; use a time between years 1 and 9999."
@@ -85,6 +85,20 @@ def team_filter(field_name: str, **kwargs: Any) -> KnownNameFilter:
     kwargs.setdefault("help_text", "Team slug; one you may see, else 400.")
     unknown = "No team you may see has the slug '%(value)s'."
     return KnownNameFilter(field_name=field_name, known=_teams_known, lookup="slug", unknown=unknown, **kwargs)
+
+
+def _projects_known(request: Request | None) -> QuerySet[Project]:
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return Project.objects.none()
+    return Project.objects.all() if user.sees_all_costs else Project.objects.filter(team__in=teams_visible(user=user))
+
+
+def project_filter(field_name: str, **kwargs: Any) -> KnownNameFilter:
+    """`?project=<slug>`: a project of a team the user may see (any, for admins and finance), else 400."""
+    kwargs.setdefault("help_text", "Project slug; one you may see, else 400.")
+    unknown = "No project you may see has the slug '%(value)s'."
+    return KnownNameFilter(field_name=field_name, known=_projects_known, lookup="slug", unknown=unknown, **kwargs)
 
 
 def cluster_filter(field_name: str, **kwargs: Any) -> KnownNameFilter:

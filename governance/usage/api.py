@@ -20,7 +20,13 @@ from collectors.records import BatchInvalid, ClusterNotAllowed
 from governance.api.auth import HasIngestScope, HasReadScope
 from governance.api.errors import error_response
 from governance.api.fields import BoundedDateTimeField
-from governance.api.filters import KnownQueryParameters, UtcIsoDateTimeFilter, cluster_filter, team_filter
+from governance.api.filters import (
+    KnownQueryParameters,
+    UtcIsoDateTimeFilter,
+    cluster_filter,
+    project_filter,
+    team_filter,
+)
 from governance.api.models import ApiToken
 from governance.api.permissions import AdminOnly
 from governance.api.viewsets import ApiReadOnlyViewSet, VisibleQuerysetMixin
@@ -162,7 +168,7 @@ class JobSerializer(serializers.ModelSerializer):
 
 class JobFilter(filters.FilterSet):
     cluster = cluster_filter("cluster__name")
-    project = filters.CharFilter(field_name="project__slug")
+    project = project_filter("project__slug")
     team = team_filter("project__team__slug")
     user = filters.CharFilter(field_name="user_name")
     started_after = UtcIsoDateTimeFilter(field_name="start_time", lookup_expr="gte")

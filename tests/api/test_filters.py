@@ -159,3 +159,18 @@ def test_findings_are_in_the_api_root(client, world):
     assert root["findings"].endswith("/api/v1/findings/")
     client.force_login(world.cast.admin)
     assert client.get(root["findings"]).status_code == 200
+
+
+def test_an_unknown_project_or_one_of_another_team_is_a_400_naming_it(client, world):
+    client.force_login(world.cast.admin)
+
+    unknown = client.get(f"{V1}/jobs/?project=nope")
+    mappings = client.get(f"{V1}/project-mappings/?project=nope")
+    known = results(client.get(f"{V1}/jobs/?project=detector"))
+    client.force_login(world.cast.vision_lead)
+    other_team = client.get(f"{V1}/jobs/?project=llm-pretrain")
+
+    assert unknown.status_code == 400 and "nope" in unknown.json()["error"]["details"]["project"][0]
+    assert mappings.status_code == 400 and "project" in mappings.json()["error"]["details"]
+    assert [j["external_id"] for j in known] == ["3"]
+    assert other_team.status_code == 400 and "project" in other_team.json()["error"]["details"]
