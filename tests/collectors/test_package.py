@@ -150,7 +150,7 @@ def test_the_installed_command_prints_valid_records_on_a_dry_run(agent_venv, tmp
     records = [r for line in result.stdout.splitlines() for r in decode_line(line)]
     assert result.returncode == 0, result.stderr.decode()
     assert sum(isinstance(r, SampleRecord) for r in records) == 8 and any(isinstance(r, JobRecord) for r in records)
-    assert f"read={len(records)} sent=0 spooled=0 dropped=0 (exit)" in result.stderr.decode()
+    assert f"read={len(records)} sent=0 spooled=0 dropped=0 dead=0 (exit)" in result.stderr.decode()
 
 
 @pytest.mark.django_db(transaction=True)
