@@ -48,10 +48,15 @@ def gzip_batch(collector: str, records: list[Record]) -> bytes:
     return gzip.compress(encode(new_batch(collector, records)), compresslevel=6, mtime=0)
 
 
+def batch_json(collector: str, batch_id: uuid.UUID, lines: list[bytes]) -> bytes:
+    """A batch as the ingest API takes it, of records already encoded (JSON each), on one line."""
+    head = b'{"batch_id":"%s","collector":%s,"records":[' % (str(batch_id).encode(), encode(collector))
+    return head + b",".join(lines) + b"]}"
+
+
 def gzip_lines(collector: str, batch_id: uuid.UUID, lines: list[bytes]) -> bytes:
     """A gzipped batch of records already encoded (JSON each): the same records give the same bytes."""
-    head = b'{"batch_id":"%s","collector":%s,"records":[' % (str(batch_id).encode(), encode(collector))
-    return gzip.compress(head + b",".join(lines) + b"]}", compresslevel=6, mtime=0)
+    return gzip.compress(batch_json(collector, batch_id, lines), compresslevel=6, mtime=0)
 
 
 class MemoryRounds:
@@ -111,9 +116,11 @@ class Agent:
 
     def take(self, records: Iterable[Record]) -> None:
         records = list(records)
-        if self.dry_run is not None:
+        if self.dry_run is not None:  # each round's records as the batches the API would take, one a line
             self.counters.read += len(records)
-            self.dry_run.write(b"".join(encode(r) + b"\n" for r in records))
+            lines = [encode(r) for r in records]
+            chunks = [lines[i : i + self.batch_size] for i in range(0, len(lines), self.batch_size)]
+            self.dry_run.write(b"".join(batch_json(self.collector, uuid.uuid4(), c) + b"\n" for c in chunks))
             self.dry_run.flush()
             return
         if records and not self.pending:

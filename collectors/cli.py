@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     option("--proc", default="/proc", help="root of /proc (a host mount in a container)")
     option("--sys", default="/sys", help="root of /sys")
     option("--once", action="store_true", help="read once, send, and exit")
-    option("--dry-run", action="store_true", help="print records as JSON Lines instead of sending")
+    option("--dry-run", action="store_true", help="print each batch on a line as the ingest API takes it; no sending")
     option("--log-level", default="INFO")
     return parser
 

@@ -299,6 +299,20 @@ def decode_record_line(line: bytes) -> Record:
     return record
 
 
+def decode_line(line: bytes) -> list[Record]:
+    """One line of a JSON Lines file: a record, or a whole batch (`{"batch_id", "collector", "records"}`, what the
+    agent's `--dry-run` prints); raises msgspec.ValidationError naming the first bad record of a batch."""
+    if line.lstrip().startswith(b'{"batch_id"'):
+        try:
+            batch = decode_batch(line)
+        except BatchInvalid as exc:
+            first = exc.errors[0]
+            where = f"record {first.index}" if first.index is not None else "the batch"
+            raise msgspec.ValidationError(f"{where}: {first.field or 'format'}: {first.reason}") from None
+        return list(batch.records)
+    return [decode_record_line(line)]
+
+
 def records_check(
     records: list[Record],
     *,

@@ -35,6 +35,7 @@ EXEMPT: dict[str, str] = {
     "usage.jobgpuhour": "rollups",
     "usage.gpuhour": "rollups",
     "usage.pricingmark": "the pricing pass's to-do list",
+    "usage.collectorstatus": "each collector's last batch, kept by the periodic check from the inbox",
     "costs.charge": "the ledger, derived from usage and terms (the terms are audited)",
     "costs.statementline": "a closed month's frozen lines (the close is audited)",
     "costs.capacityday": "derived from declared capacity and the fleet",

@@ -46,6 +46,8 @@ class ApiToken(models.Model):
     objects = ApiTokenQuerySet.as_manager()
 
     class Meta:
+        verbose_name = "API token"
+        verbose_name_plural = "API tokens"
         ordering = ["-created_at"]
         constraints = [models.UniqueConstraint(fields=["user", "name"], name="apitoken_unique_user_name")]
 

@@ -15,9 +15,10 @@ class CsvRenderer(BaseRenderer):
 
 class BrowsableAPIRenderer(renderers.BrowsableAPIRenderer):
     """DRF's HTML view of the API. A list that is computed rather than queried (the unattributed worklist: no
-    queryset, no filter backends) has no filter form, where DRF's would ask it for a queryset and fail (a 500)."""
+    queryset, no filter backend with a form) has no filter form, where DRF's would ask it for a queryset and fail
+    (a 500)."""
 
     def get_filter_form(self, data, view, request):
-        if not getattr(view, "filter_backends", None):
+        if not any(hasattr(backend, "to_html") for backend in getattr(view, "filter_backends", None) or ()):
             return None
         return super().get_filter_form(data, view, request)

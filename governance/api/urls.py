@@ -41,6 +41,7 @@ def api_root(request: Request, format: str | None = None) -> Response:
             "version": "v1",
             "ingest": reverse("v1:ingest", request=request),
             "chargeback": reverse("v1:chargeback", request=request),
+            "findings": reverse("v1:findings", request=request),
             "schema": reverse("schema", request=request),
             **{prefix: reverse(f"v1:{basename}-list", request=request) for prefix, _, basename in router.registry},
         }

@@ -29,6 +29,7 @@ REST_FRAMEWORK = {
     "ALLOWED_VERSIONS": ["v1"],
     "EXCEPTION_HANDLER": "governance.api.errors.exception_handler",
     "DEFAULT_FILTER_BACKENDS": [
+        "governance.api.filters.KnownQueryParameters",
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],

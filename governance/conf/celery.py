@@ -33,7 +33,7 @@ CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
 # database restart (TASK_MAX_RETRIES tries, waits capped at TASK_RETRY_BACKOFF_MAX_S). Housekeeping in those
 # namespaces is re-run by beat instead and keeps no time limit. See governance/celery.py.
 TASK_DELIVERY_PATTERNS = env_list("TASK_DELIVERY_PATTERNS", ["usage.*", "costs.*"])
-TASK_DELIVERY_EXEMPT = ["usage.maintain_partitions", "usage.remap_jobs", "usage.purge_inbox"]
+TASK_DELIVERY_EXEMPT = ["usage.maintain_partitions", "usage.remap_jobs", "usage.purge_inbox", "usage.check_collectors"]
 TASK_TIME_LIMIT_S = env_int("TASK_TIME_LIMIT_S", 120)
 TASK_MAX_RETRIES = env_int("TASK_MAX_RETRIES", 12)
 TASK_RETRY_BACKOFF_MAX_S = env_int("TASK_RETRY_BACKOFF_MAX_S", 120)
@@ -88,11 +88,17 @@ INBOX_SWEEP_AFTER_S = env_float("INBOX_SWEEP_AFTER_S", 30.0)
 # Processed inbox batches are deleted this many days after processing; 0 keeps them. A batch id is recognised as
 # a duplicate only while its inbox row exists: keep this longer than any agent's spool can hold batches back.
 INBOX_RETENTION_DAYS = env_int("INBOX_RETENTION_DAYS", 7)
+# A collector is silent once no batch of it arrived for INGEST_SILENT_INTERVALS x INGEST_COLLECTOR_INTERVAL_S (the
+# agent cuts a batch every --batch-seconds, 60 by default); the ingest health page shows it, and its silence is
+# announced once (event `collector.silent`) to the admins' email and GOVERNANCE_NOTIFY_DESTINATIONS.
+INGEST_COLLECTOR_INTERVAL_S = env_float("INGEST_COLLECTOR_INTERVAL_S", 60.0)
+INGEST_SILENT_INTERVALS = env_int("INGEST_SILENT_INTERVALS", 5)
 CELERY_BEAT_SCHEDULE = {
     # usage
     "sweep-ingest-inbox": {"task": "usage.sweep_inbox", "schedule": INBOX_SWEEP_SECONDS},
     "purge-ingest-inbox": {"task": "usage.purge_inbox", "schedule": 24 * 3600.0},
     "maintain-sample-partitions": {"task": "usage.maintain_partitions", "schedule": 6 * 3600.0},
+    "check-collectors": {"task": "usage.check_collectors", "schedule": 60.0},
     # costs: the charge ledger's marked days are re-priced after each batch and every minute; running jobs every
     # 5 minutes
     "reprice-marked-days": {"task": "costs.reprice", "schedule": 60.0},

@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
 from governance.api.fields import MonthField
+from governance.api.filters import KnownQueryParameters, cluster_filter, team_filter
 from governance.api.permissions import AdminOnly
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs import api_failures, api_terms
@@ -244,7 +245,7 @@ class AnomalySerializer(serializers.ModelSerializer):
 
 
 class AnomalyFilter(filters.FilterSet):
-    team = filters.CharFilter(field_name="team__slug")
+    team = team_filter("team__slug")
     metric = filters.ChoiceFilter(choices=Anomaly.Metric.choices)
     since = filters.DateFilter(field_name="day", lookup_expr="gte")
 
@@ -280,7 +281,7 @@ class OverClaimSerializer(serializers.ModelSerializer):
 
 
 class OverClaimFilter(filters.FilterSet):
-    cluster = filters.CharFilter(field_name="cluster__name")
+    cluster = cluster_filter("cluster__name")
     since = filters.DateFilter(field_name="day", lookup_expr="gte")
 
     class Meta:
@@ -335,7 +336,8 @@ class UnattributedView(generics.GenericAPIView):
 
     permission_classes = [HasReadScope]
     serializer_class = UnattributedSerializer
-    filter_backends: list = []
+    filter_backends = [KnownQueryParameters]
+    query_parameters = ("month",)
 
     @extend_schema(parameters=[OpenApiParameter("month", str, required=False, description="YYYY-MM; default: now")])
     def get(self, request: Request) -> Response:
@@ -348,6 +350,7 @@ class UnattributedView(generics.GenericAPIView):
         found = unattributed(month=month)
         # Placed over every row as /costs/unattributed/ prints them, whatever page of them this is.
         rows = [{**vars(r), "cost": cost} for r, cost in zip(found, printed([r.cost for r in found]), strict=True)]
+        rows = self.filter_queryset(rows)  # type: ignore[arg-type,assignment]  # refuses unknown parameters, filters none
         page: list[dict] | None = self.paginate_queryset(rows)  # type: ignore[arg-type]  # DRF pages lists too
         response = self.get_paginated_response(UnattributedSerializer(page, many=True).data)
         response.data["unpriced"] = [u.as_record() for u in unpriced_usage(month=month)]

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
 from governance.api.fields import MonthField
+from governance.api.filters import cluster_filter, team_filter
 from governance.api.permissions import AdminWrites
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.costs.models import (
@@ -94,7 +95,7 @@ class BudgetSerializer(serializers.ModelSerializer):
 
 
 class ClusterNameFilter(filters.FilterSet):
-    cluster = filters.CharFilter(field_name="cluster__name")
+    cluster = cluster_filter("cluster__name")
 
 
 class RateCardFilter(ClusterNameFilter):
@@ -116,7 +117,7 @@ class PolicyFilter(ClusterNameFilter):
 
 
 class BudgetFilter(filters.FilterSet):
-    team = filters.CharFilter(field_name="team__slug")
+    team = team_filter("team__slug")
 
     class Meta:
         model = Budget
@@ -295,7 +296,7 @@ class CommitmentSerializer(serializers.ModelSerializer):
 
 
 class CommitmentFilter(ClusterNameFilter):
-    team = filters.CharFilter(field_name="team__slug")
+    team = team_filter("team__slug")
 
     class Meta:
         model = Commitment

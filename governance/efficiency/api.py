@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
+from governance.api.filters import IdFilter, team_filter
 from governance.api.viewsets import VisibleQuerysetMixin
 from governance.efficiency.models import Finding
 from governance.efficiency.rules import RULES
@@ -51,12 +52,16 @@ class StateChange(serializers.Serializer):
 class FindingFilter(filters.FilterSet):
     """The filters of findings_visible, each validated here so that a bad value is a 400 naming it."""
 
-    team = filters.CharFilter(method="by_selector", help_text="Team slug.")
+    team = team_filter("job__project__team__slug", method="by_selector")
     rule = filters.ChoiceFilter(method="by_selector", choices=[(name, name) for name in RULES])
     state = filters.ChoiceFilter(
         method="by_selector", choices=[("live", "live (open or acknowledged)"), *Finding.State.choices]
     )
-    job = filters.CharFilter(method="by_selector", max_length=200, help_text="Job id, or the scheduler's job id.")
+    job = filters.CharFilter(
+        method="by_selector", max_length=200,
+        help_text="The scheduler's job id (`1281`, on any cluster) or `cluster/id` (`c1/1281`); see `job_pk`.",
+    )  # fmt: skip
+    job_pk = IdFilter(method="by_selector", help_text="The job's database id (`job_pk` of a finding).")
     mine = filters.BooleanFilter(method="by_selector", help_text="Only findings on your own jobs.")
 
     def by_selector(self, queryset: QuerySet[Finding], name: str, value: str) -> QuerySet[Finding]:
@@ -72,14 +77,16 @@ class FindingListView(VisibleQuerysetMixin, generics.ListAPIView):
     ordering_fields = ["waste", "savings", "created_at", "id"]
 
     def visible(self, user: User) -> QuerySet[Finding]:
-        form = FindingFilter(self.request.query_params, queryset=Finding.objects.none()).form
-        chosen = form.cleaned_data if form.is_valid() else {}
+        form = FindingFilter(self.request.query_params, queryset=Finding.objects.none(), request=self.request).form
+        chosen = form.cleaned_data if form.is_valid() else {}  # an invalid filter is refused by the filter backend
+        job_pk = chosen.get("job_pk")
         return findings_visible(
             user=user,
             team=chosen.get("team") or None,
             rule=chosen.get("rule") or None,
             state=chosen.get("state") or None,
             job=chosen.get("job") or None,
+            job_pk=int(job_pk) if job_pk is not None else None,
             mine=bool(chosen.get("mine")),
         )
 

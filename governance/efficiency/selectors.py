@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, Max, QuerySet, Sum
+from django.db.models import Count, F, Max, Q, QuerySet, Sum
 from django.db.models.functions import NullIf
 from django.utils import timezone
 
@@ -147,10 +147,12 @@ def findings_visible(
     rule: str | None = None,
     state: str | None = None,
     job: str | None = None,
+    job_pk: int | None = None,
     mine: bool = False,
 ) -> QuerySet[Finding]:
-    """Findings on the jobs the user may see, filtered; most money first. `job` is a job id or scheduler id;
-    `mine` keeps the user's own jobs (scheduler user name = username)."""
+    """Findings on the jobs the user may see, filtered; most money first. `job` is the scheduler's job id (on any
+    cluster) or `cluster/id`; `job_pk` the database id; `mine` keeps the user's own jobs (scheduler user name =
+    username)."""
     qs = Finding.objects.filter(job_visibility_filter(user=user, prefix="job__")).select_related(
         "job__cluster", "job__project__team"
     )
@@ -165,9 +167,12 @@ def findings_visible(
     if mine:
         qs = qs.filter(job__user_name=user.username)
     if job:
-        # isdigit() alone accepts '²' and other digits int() refuses; ids are ASCII.
-        is_id = job.isascii() and job.isdigit()
-        qs = qs.filter(job_id=int(job)) if is_id else qs.filter(job__external_id=job)
+        # A Kubernetes job id is itself `namespace/pod`, so `a/b` is either the id or cluster `a`'s job `b`.
+        cluster, _, external_id = job.partition("/")
+        named = Q(job__external_id=job)
+        qs = qs.filter(named | Q(job__cluster__name=cluster, job__external_id=external_id) if external_id else named)
+    if job_pk is not None:
+        qs = qs.filter(job_id=job_pk)
     return qs.order_by("-waste", "-id")
 
 

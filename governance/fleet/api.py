@@ -10,6 +10,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from governance.api.filters import cluster_filter
 from governance.api.models import ApiToken, AuditEntry
 from governance.api.permissions import AdminOnly, AdminWrites, HasReadScope
 from governance.api.services import audit_entry_record
@@ -60,7 +61,7 @@ class ClusterFilter(filters.FilterSet):
 
 
 class NodeFilter(filters.FilterSet):
-    cluster = filters.CharFilter(field_name="cluster__name")
+    cluster = cluster_filter("cluster__name")
 
     class Meta:
         model = Node
@@ -68,7 +69,7 @@ class NodeFilter(filters.FilterSet):
 
 
 class GpuFilter(filters.FilterSet):
-    cluster = filters.CharFilter(field_name="cluster__name")
+    cluster = cluster_filter("cluster__name")
     node = filters.CharFilter(field_name="node__name")
 
     class Meta:

@@ -63,6 +63,8 @@ class Gpu(models.Model):
     confirmed_at = models.DateTimeField(null=True, blank=True, help_text="When an admin confirmed it.")
 
     class Meta:
+        verbose_name = "GPU"
+        verbose_name_plural = "GPUs"
         ordering = ["cluster", "node", "index"]
         constraints = [models.UniqueConstraint(fields=["cluster", "uuid"], name="gpu_unique_cluster_uuid")]
         indexes = [models.Index(fields=["cluster"], condition=models.Q(unconfirmed=True), name="gpu_unconfirmed_idx")]

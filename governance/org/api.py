@@ -6,6 +6,7 @@ from django.db.models import Model, QuerySet
 from django_filters import rest_framework as filters
 from rest_framework import serializers
 
+from governance.api.filters import project_filter, team_filter
 from governance.api.permissions import AdminWrites, HasReadScope
 from governance.api.viewsets import ApiModelViewSet
 from governance.org.models import TEAM_NAME_TAKEN, Membership, Project, ProjectMapping, Team, User
@@ -59,7 +60,7 @@ class TeamFilter(filters.FilterSet):
 
 
 class ProjectFilter(filters.FilterSet):
-    team = filters.CharFilter(field_name="team__slug")
+    team = team_filter("team__slug")
 
     class Meta:
         model = Project
@@ -67,7 +68,7 @@ class ProjectFilter(filters.FilterSet):
 
 
 class MembershipFilter(filters.FilterSet):
-    team = filters.CharFilter(field_name="team__slug")
+    team = team_filter("team__slug")
     user = filters.CharFilter(field_name="user__username")
 
     class Meta:
@@ -76,7 +77,7 @@ class MembershipFilter(filters.FilterSet):
 
 
 class ProjectMappingFilter(filters.FilterSet):
-    project = filters.CharFilter(field_name="project__slug")
+    project = project_filter("project__slug")
 
     class Meta:
         model = ProjectMapping

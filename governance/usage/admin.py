@@ -1,7 +1,11 @@
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
 
 from governance.api.audit import MachineRecordAdmin, audited_action
-from governance.usage.models import IngestBatch, Job
+from governance.usage.ingest_health import ingest_health
+from governance.usage.models import CollectorStatus, IngestBatch, Job
 from governance.usage.services import inbox_requeue
 
 
@@ -52,3 +56,20 @@ class IngestBatchAdmin(MachineRecordAdmin):
     def requeue(self, request, queryset) -> None:
         count = inbox_requeue(pks=queryset.values_list("pk", flat=True))
         self.message_user(request, f"{count} dead batch(es) re-queued.", messages.SUCCESS)
+
+
+@admin.register(CollectorStatus)
+class IngestHealthAdmin(MachineRecordAdmin):
+    """Usage > Collectors is the ingest health page: per cluster and node, per collector, and the inbox."""
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> TemplateResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request), "title": "Ingest health", "opts": self.model._meta,
+            "health": ingest_health(), **(extra_context or {}),
+        }  # fmt: skip
+        return TemplateResponse(request, "admin/usage/ingest_health.html", context)

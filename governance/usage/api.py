@@ -20,7 +20,13 @@ from collectors.records import BatchInvalid, ClusterNotAllowed
 from governance.api.auth import HasIngestScope, HasReadScope
 from governance.api.errors import error_response
 from governance.api.fields import BoundedDateTimeField
-from governance.api.filters import UtcIsoDateTimeFilter
+from governance.api.filters import (
+    KnownQueryParameters,
+    UtcIsoDateTimeFilter,
+    cluster_filter,
+    project_filter,
+    team_filter,
+)
 from governance.api.models import ApiToken
 from governance.api.permissions import AdminOnly
 from governance.api.viewsets import ApiReadOnlyViewSet, VisibleQuerysetMixin
@@ -131,7 +137,7 @@ class DeadBatchListView(generics.ListAPIView):
 
     serializer_class = DeadBatchSerializer
     permission_classes = [HasReadScope, AdminOnly]
-    filter_backends: list = []
+    filter_backends = [KnownQueryParameters]
 
     def get_queryset(self) -> QuerySet[IngestBatch]:
         return inbox_dead().defer("body")
@@ -161,9 +167,9 @@ class JobSerializer(serializers.ModelSerializer):
 
 
 class JobFilter(filters.FilterSet):
-    cluster = filters.CharFilter(field_name="cluster__name")
-    project = filters.CharFilter(field_name="project__slug")
-    team = filters.CharFilter(field_name="project__team__slug")
+    cluster = cluster_filter("cluster__name")
+    project = project_filter("project__slug")
+    team = team_filter("project__team__slug")
     user = filters.CharFilter(field_name="user_name")
     started_after = UtcIsoDateTimeFilter(field_name="start_time", lookup_expr="gte")
     started_before = UtcIsoDateTimeFilter(field_name="start_time", lookup_expr="lt")

@@ -96,6 +96,8 @@ class IngestBatch(models.Model):
     )  # fmt: skip
 
     class Meta:
+        verbose_name = "ingest batch"
+        verbose_name_plural = "ingest batches"
         ordering = ["received_at"]
         indexes = [
             models.Index(
@@ -179,6 +181,8 @@ class JobGpuHour(models.Model):
     tensor_samples = models.PositiveIntegerField()
 
     class Meta:
+        verbose_name = "job GPU-hour"
+        verbose_name_plural = "job GPU-hours"
         ordering = ["hour"]
         constraints = [models.UniqueConstraint(fields=["job", "gpu", "hour"], name="jobgpuhour_unique")]
         indexes = [models.Index(fields=["hour"], name="jobgpuhour_hour_idx")]
@@ -202,6 +206,8 @@ class GpuHour(models.Model):
     power_samples = models.PositiveIntegerField()
 
     class Meta:
+        verbose_name = "GPU-hour"
+        verbose_name_plural = "GPU-hours"
         ordering = ["hour"]
         constraints = [models.UniqueConstraint(fields=["gpu", "hour"], name="gpuhour_unique")]
         indexes = [models.Index(fields=["hour"], name="gpuhour_hour_idx")]
@@ -257,3 +263,23 @@ class JobChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.field}: {self.old_value} -> {self.new_value}"
+
+
+class CollectorStatus(models.Model):
+    """The last batch each collector sent, kept by the periodic check (usage.check_collectors) from the inbox; a
+    collector silent for INGEST_SILENT_INTERVALS intervals is announced once (`silent_since`) until it sends again."""
+
+    collector = models.CharField(max_length=200, unique=True)
+    last_batch_at = models.DateTimeField()
+    last_batch_pk = models.BigIntegerField(help_text="The newest inbox batch seen: the next check reads past it.")
+    silent_since = models.DateTimeField(
+        null=True, blank=True, help_text="When its silence was announced; cleared by its next batch."
+    )
+
+    class Meta:
+        verbose_name = "collector"
+        verbose_name_plural = "collectors"
+        ordering = ["collector"]
+
+    def __str__(self) -> str:
+        return self.collector

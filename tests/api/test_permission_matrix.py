@@ -313,6 +313,7 @@ ROWS = [
     Row("dashboard:overview", "get", lambda w: "/?month=2026-11", PAGE),
     Row("dashboard:chargeback-csv", "get", lambda w: "/chargeback.csv?month=2026-11", PAGE),
     Row("dashboard:heatmap", "get", lambda w: "/cluster/", PAGE),
+    Row("favicon", "get", lambda w: "/favicon.ico", everyone(302, anonymous=302)),  # to the static icon, for anyone
     Row("metrics", "get", lambda w: "/metrics", everyone(404, anonymous=404)),  # off until METRICS_TOKEN is set
     # Costs pages: finance's month for finance and admins; anyone else is sent to their own team's month.
     Row("costs:month", "get", lambda w: "/costs/?month=2026-11", FINANCE_PAGE),

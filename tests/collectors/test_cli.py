@@ -5,7 +5,7 @@ import sys
 import time
 from pathlib import Path
 
-from collectors.records import SampleRecord, decode_record_line
+from collectors.records import SampleRecord, decode_line
 from tests.collectors.test_agent import closed_port_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,7 +21,7 @@ def collector(*args: str, env: dict[str, str] | None = None, **kwargs) -> subpro
 def test_a_dry_run_prints_valid_records_and_the_counters_on_exit():
     result = collector("--source", "simulate", "--gpus", "8", "--once", "--dry-run")
 
-    records = [decode_record_line(line) for line in result.stdout.splitlines()]
+    records = [r for line in result.stdout.splitlines() for r in decode_line(line)]
     assert result.returncode == 0
     assert sum(isinstance(r, SampleRecord) for r in records) == 8
     assert f"read={len(records)} sent=0 spooled=0 dropped=0" in result.stderr.decode()
@@ -30,7 +30,7 @@ def test_a_dry_run_prints_valid_records_and_the_counters_on_exit():
 def test_every_flag_can_come_from_the_environment():
     result = collector("--once", env={"GPU_COLLECTOR_DRY_RUN": "1", "GPU_COLLECTOR_GPUS": "3"})
 
-    records = [decode_record_line(line) for line in result.stdout.splitlines()]
+    records = [r for line in result.stdout.splitlines() for r in decode_line(line)]
     assert sum(isinstance(r, SampleRecord) for r in records) == 3
 
 
@@ -78,7 +78,7 @@ def test_the_dcgm_source_with_the_kubelet_describes_the_pods_it_sees(tmp_path):
             "--k8s-pod-resources", socket, "--once", "--dry-run",
         )  # fmt: skip
 
-    records = [decode_record_line(line) for line in result.stdout.splitlines()]
+    records = [r for line in result.stdout.splitlines() for r in decode_line(line)]
     assert result.returncode == 0, result.stderr.decode()
     assert sorted((r.job_id, r.project, r.gpus) for r in records if isinstance(r, JobRecord)) == [
         ("dynamo-workload/vllm-agg-0-vllmdecodeworker-s65j5", "dynamo-workload", 1),

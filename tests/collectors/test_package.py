@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.records import JobRecord, SampleRecord, decode_record_line
+from collectors.records import JobRecord, SampleRecord, decode_line
 
 ROOT = Path(__file__).resolve().parents[2]
 VAR = ROOT / "var"
@@ -147,7 +147,7 @@ def test_the_installed_command_prints_valid_records_on_a_dry_run(agent_venv, tmp
 
     result = subprocess.run(command, **outside_the_repository(tmp_path))
 
-    records = [decode_record_line(line) for line in result.stdout.splitlines()]
+    records = [r for line in result.stdout.splitlines() for r in decode_line(line)]
     assert result.returncode == 0, result.stderr.decode()
     assert sum(isinstance(r, SampleRecord) for r in records) == 8 and any(isinstance(r, JobRecord) for r in records)
     assert f"read={len(records)} sent=0 spooled=0 dropped=0 dead=0 (exit)" in result.stderr.decode()

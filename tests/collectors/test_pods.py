@@ -9,7 +9,7 @@ import pytest
 from collectors.agent import Agent
 from collectors.podresources import PodResources, PodResourcesUnavailable
 from collectors.pods import KubernetesPods
-from collectors.records import JobRecord, SampleRecord, decode_record_line
+from collectors.records import JobRecord, SampleRecord, decode_line
 from collectors.sources.dcgm import DcgmSource
 from tests.collectors.servers import kubelet_served, pages_served
 from tests.collectors.test_dcgm import EKS, page
@@ -39,7 +39,7 @@ def agent_of(url: str, pods: KubernetesPods, now=None) -> tuple[Agent, io.BytesI
 
 
 def records_of(out: io.BytesIO) -> list:
-    return [decode_record_line(line) for line in out.getvalue().splitlines()]
+    return [r for line in out.getvalue().splitlines() for r in decode_line(line)]
 
 
 def test_the_kubelet_lists_the_gpus_each_pod_holds(tmp_path):

@@ -4,7 +4,7 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from collectors.records import JobRecord, SampleRecord, decode_record_line
+from collectors.records import JobRecord, SampleRecord, decode_line
 from collectors.simulate import SimulatedCluster
 from tests.factories import at
 
@@ -41,5 +41,5 @@ def test_the_command_line_prints_valid_records_in_dry_run():
         cwd=ROOT, capture_output=True, check=True,
     )  # fmt: skip
 
-    records = [decode_record_line(line) for line in result.stdout.splitlines()]
+    records = [r for line in result.stdout.splitlines() for r in decode_line(line)]
     assert sum(isinstance(r, SampleRecord) for r in records) == 8

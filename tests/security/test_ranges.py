@@ -85,7 +85,7 @@ def test_the_findings_list_is_paginated_and_keeps_its_filters(client, world, set
     client.force_login(world.cast.admin)
 
     first = client.get(f"{V1}/findings/").json()
-    by_job = client.get(f"{V1}/findings/", {"job": str(world.job_bob.pk), "page_size": 100}).json()
+    by_job = client.get(f"{V1}/findings/", {"job_pk": str(world.job_bob.pk), "page_size": 100}).json()
 
     assert first["count"] == Finding.objects.count() > 2 and len(first["results"]) == 2 and first["next"]
     assert by_job["results"] and {r["job_pk"] for r in by_job["results"]} == {world.job_bob.pk}

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from collectors.agent import Agent
 from collectors.podresources import PodResources
 from collectors.pods import KubernetesPods
-from collectors.records import JobRecord, SampleRecord, decode_record_line
+from collectors.records import JobRecord, SampleRecord, decode_line
 from collectors.slurm import SlurmJobs, SlurmRest
 from collectors.sources.dcgm import DcgmSource
 from governance.costs.selectors import chargeback_by_team
@@ -62,7 +62,7 @@ def imported(out: io.BytesIO, tmp_path, capture) -> list:
     path.write_bytes(out.getvalue())
     with capture(execute=True):
         call_command("import_usage", str(path), stdout=io.StringIO())
-    return [decode_record_line(line) for line in out.getvalue().splitlines()]
+    return [r for line in out.getvalue().splitlines() for r in decode_line(line)]
 
 
 def dcgm_agent(url: str, clock: Clock, describe, cluster: str = "eks") -> tuple[Agent, io.BytesIO]:

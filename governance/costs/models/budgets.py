@@ -77,6 +77,8 @@ class Anomaly(models.Model):
     detected_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "anomaly"
+        verbose_name_plural = "anomalies"
         ordering = ["-day", "team", "metric"]
         constraints = [
             models.UniqueConstraint(fields=["team", "day", "metric"], condition=models.Q(project__isnull=True),

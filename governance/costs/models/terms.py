@@ -149,6 +149,8 @@ class OwnedGpuCost(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "owned GPU cost"
+        verbose_name_plural = "owned GPU costs"
         ordering = ["cluster", "gpu_model", "-in_service_from"]
         constraints = [
             models.UniqueConstraint(fields=["cluster", "gpu_model", "in_service_from"], name="ownedgpucost_unique"),

@@ -55,7 +55,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         )
         for row in selectors.job_gpu_timeline(job=job)
     ]
-    findings = findings_ordered(selectors.findings_visible(user=signed_in_user(request), job=str(job.pk)))
+    findings = findings_ordered(selectors.findings_visible(user=signed_in_user(request), job_pk=job.pk))
     charges = job_charges(job_id=job.pk)
     peaks = [p.mem_gib for p in points if p.mem_gib is not None]
     context = {

@@ -30,7 +30,7 @@ class Command(AuditedCommand):
         parser.add_argument("--team", help="team slug")
         parser.add_argument("--rule", choices=RULES)
         parser.add_argument("--state", choices=[*Finding.State.values, "live"])
-        parser.add_argument("--job", help="job id (scheduler's) or database id")
+        parser.add_argument("--job", help="the scheduler's job id, or cluster/id")
         parser.add_argument("--format", choices=["json", "table"], default="table")
 
     def handle(self, *args, **options) -> None:

@@ -6,7 +6,7 @@ import msgspec
 from django.core.management.base import CommandError
 from django.db import transaction
 
-from collectors.records import BatchInvalid, decode_record_line
+from collectors.records import BatchInvalid, decode_line
 from governance.lib.doors import AuditedCommand
 from governance.usage.services import usage_records_import
 
@@ -15,7 +15,10 @@ MAX_ERRORS = 20
 
 
 class Command(AuditedCommand):
-    help = "Import usage records (JSON Lines of job and sample records) through the ingest path."
+    help = (
+        "Import usage records through the ingest path: JSON Lines of job and sample records, or of whole batches "
+        "(what the agent's --dry-run prints)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="JSON Lines file, or - for standard input")
@@ -36,8 +39,9 @@ class Command(AuditedCommand):
                 if not line.strip():
                     continue
                 try:
-                    chunk.append(decode_record_line(line))
-                    numbers.append(number)
+                    records = decode_line(line)  # a record, or a whole batch as the agent's --dry-run prints
+                    chunk.extend(records)
+                    numbers.extend([number] * len(records))
                 except msgspec.DecodeError as exc:
                     errors.append(f"line {number}: {exc}")
                     if len(errors) >= MAX_ERRORS:
