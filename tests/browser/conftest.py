@@ -38,6 +38,13 @@ TODAY = "2026-11-04T12:00:00Z"
 
 
 @pytest.fixture
+def today():
+    """The clock on TODAY, ticking (a journey's pages and its ingest see the same day)."""
+    with time_machine.travel(TODAY, tick=True):
+        yield
+
+
+@pytest.fixture
 def world(cast) -> Iterator[dict[str, int]]:
     """Every page's data, through the real ingest path: the small cluster of 3 Nov, an October job of alice's
     that left a GPU idle, findings evaluated, budgets for NLP; the clock on TODAY. Yields {placeholder: job pk}."""

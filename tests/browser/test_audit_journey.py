@@ -2,9 +2,7 @@
 actor."""
 
 import pytest
-import time_machine
 
-from tests.browser.conftest import TODAY
 from tests.browser.pages import CHROMIUM
 
 pytestmark = [
@@ -12,12 +10,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is missing (.ci/run installs it from Debian)"),
 ]
-
-
-@pytest.fixture
-def today():
-    with time_machine.travel(TODAY, tick=True):
-        yield
 
 
 def test_finance_closes_a_month_on_the_page_and_the_close_is_on_the_audit_page(page, live_server, world, sign_in,

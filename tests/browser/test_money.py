@@ -7,10 +7,9 @@ import uuid
 from decimal import Decimal
 
 import pytest
-import time_machine
 
 from governance.lib import format as fmt
-from tests.browser.conftest import TODAY, screenshot
+from tests.browser.conftest import screenshot
 from tests.browser.pages import CHROMIUM
 from tests.factories import at, job_record, series
 
@@ -19,12 +18,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is missing (.ci/run installs it from Debian)"),
 ]
-
-
-@pytest.fixture
-def today():
-    with time_machine.travel(TODAY, tick=True):
-        yield
 
 
 def test_finance_closes_october_and_late_october_usage_shows_as_a_correction_on_novembers_statement(
