@@ -55,7 +55,10 @@ WITH n AS (INSERT INTO fleet_node (cluster_id, name) SELECT id, 'bench-node' FRO
            WHERE name = 'bench-costs' RETURNING id, cluster_id)
 INSERT INTO fleet_gpu (cluster_id, node_id, uuid, index, model, memory_total_mib, mig_profile, first_seen_at,
                        last_seen_at)
-SELECT cluster_id, id, 'GPU-bench', 0, %(model)s, 81559, '', %(start)s, %(start)s FROM n;
+SELECT cluster_id, id, 'GPU-bench-' || i, i %% 1024, %(model)s, 81559, '', %(start)s, %(start)s
+FROM n, generate_series(1, %(jobs)s) AS i;
+INSERT INTO costs_declaredcapacity (cluster_id, gpu_model, count, valid_from, created_at)
+SELECT id, %(model)s, 1000000, %(start)s, now() FROM fleet_cluster WHERE name = 'bench-costs';
 INSERT INTO usage_job (cluster_id, external_id, user_name, account, team_name, project_id, gpus, gpu_model,
                        submit_time, start_time, end_time, state, labels, described, updated_at)
 SELECT c.id, 'b' || i, 'bench', 'bench-costs', 'bench', p.id, 1 + i %% 8, %(model)s,
@@ -68,7 +71,7 @@ INSERT INTO usage_jobgpuhour (job_id, gpu_id, hour, samples, idle_samples, sm_su
     host_cpu_samples, tensor_sum, tensor_samples)
 SELECT j.id, g.id, j.start_time + d * interval '1 day' + interval '12 hours', 60, 6, 3000, 90, 180000, 1000, 81559,
        30000, 60, 0, 0, 0, 0, 0, 0, 0
-FROM usage_job j JOIN fleet_gpu g ON g.uuid = 'GPU-bench' AND g.cluster_id = j.cluster_id,
+FROM usage_job j JOIN fleet_gpu g ON g.uuid = 'GPU-bench-' || substr(j.external_id, 2) AND g.cluster_id = j.cluster_id,
      generate_series(0, %(days)s - 1) AS d
 WHERE j.cluster_id = (SELECT id FROM fleet_cluster WHERE name = 'bench-costs');
 INSERT INTO costs_ratecard (gpu_model, price_per_gpu_hour, currency, valid_from, created_at)
