@@ -109,9 +109,3 @@ def audit_entry_record(
         changes=changes or {},
         **who,
     )
-
-
-def audit_request_write(*, request, action: str, instance: models.Model) -> AuditEntry:
-    """Record a change an API view made that no model save shows (who and which token: the request's)."""
-    token = request.auth if isinstance(request.auth, ApiToken) else None
-    return audit_entry_record(actor=request.user, token=token, action=action, instance=instance)

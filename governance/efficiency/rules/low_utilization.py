@@ -12,10 +12,6 @@ from governance.efficiency.summary import JobSummary
 from governance.efficiency.thresholds import Thresholds
 
 
-def unused_gpu_hours(job: JobSummary) -> float:
-    return job.allocated_gpu_hours * max(0.0, 1 - job.sm_mean / 100)
-
-
 @rule("low_utilization")
 def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     mean = job.sm_mean
