@@ -123,7 +123,7 @@ class Daemons:
                 os.kill(proc.pid, signal.SIGTERM)
         # slurmd and slurmctld take seconds to shut down cleanly; nothing of theirs outlives the run, so after a grace
         # period each left is killed.
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 1
         for _, proc in reversed(self.procs):
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
