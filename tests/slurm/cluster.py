@@ -1,18 +1,18 @@
 """A real Slurm cluster for tests: Debian's slurmctld, slurmd, slurmdbd and slurmrestd (22.05), configured in a temp
-directory on free ports, with GPUs declared as counted generic resources (no device files) and two slurmd faking two
-nodes on localhost. Django-free, so other suites (remediation: scancel, scontrol requeue) can start one too.
+directory on free ports, with GPUs as generic resources (4 per node; Slurm 22.05 drops a GPU without a device file, so
+each is a link to /dev/null) and two slurmd faking two nodes on localhost. Django-free, so other suites (remediation:
+scancel, scontrol requeue) can start one too; in pytest, use the session fixtures of tests/slurm/conftest.py.
 
-Usage (see tests/slurm/conftest.py for the session fixtures):
-
-    with SlurmDbd.start(root) as dbd:                  # munged + slurmdbd on the MariaDB at 127.0.0.1:3306
-        cluster = SlurmCluster.start(root / "gres", dbd, name="gg-gres", gres_accounted=True)
-        job = cluster.submit("sleep 3", gpus=2, account="nlp")  # sbatch --parsable; returns the job id
-        cluster.cli(["squeue", "--json"])               # any Slurm command, with SLURM_CONF and the munge socket
-        cluster.rest_url, cluster.token                 # slurmrestd (rest_auth/jwt) and a `scontrol token` JWT
-        cluster.stop()
+    dbd = SlurmDbd.start(root)                      # munged (own key and socket) + slurmdbd on MariaDB 127.0.0.1:3306
+    cluster = SlurmCluster.start(root / "gres", dbd, name="gg-gres", gres_accounted=True)
+    job = cluster.submit("sleep 3", gpus=2, account="nlp")  # sbatch --parsable: the job id
+    cluster.wait_state(job, "RUNNING")
+    cluster.cli(["scontrol", "requeue", job])      # any Slurm command, with this cluster's SLURM_CONF (cluster.env)
+    cluster.rest_url, cluster.rest_headers          # slurmrestd (rest_auth/jwt) and a `scontrol token` JWT for it
+    cluster.stop(); dbd.stop()                      # by PID; the database is dropped
 
 Every daemon runs in the foreground (-D) as a child process and is stopped by its PID. slurmdbd and munged are shared
-by the clusters of a run (one database, created per run and dropped at the end).
+by the clusters of a run (one database, created per run and dropped at the end). SlurmUser is root: start as root.
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ class SlurmCommandFailed(Exception):
 
 def missing() -> str | None:
     """Why Slurm cannot start on this machine, or None."""
+    if os.geteuid() != 0:
+        return "the test cluster runs its daemons as root (SlurmUser=root; slurmrestd drops to nobody)"
     absent = [p for p in PROGRAMS if shutil.which(p) is None]
     if absent:
         return f"{', '.join(absent)} not installed (apt-get install {PACKAGES})"
