@@ -131,6 +131,8 @@ def test_without_gres_accounting_the_count_comes_from_squeue_while_running_and_i
     slurm_plain.wait_state(job, "RUNNING")
 
     (running,) = slurm.jobs_read([job], cluster=slurm_plain.name)
+    rest = slurm.SlurmRest(slurm_plain.rest_url, version=REST_VERSION, environ=slurm_plain.rest_env)
+    (running_by_rest,) = rest.jobs_read([job], cluster=slurm_plain.name)
     ingest(as_ingested([running]))
     (accounted,) = wait_for("the job to end in sacct", lambda: sacct_ended(slurm_plain, [job]), timeout=60)
     (ended,) = slurm.jobs_read([job], cluster=slurm_plain.name)
@@ -138,6 +140,7 @@ def test_without_gres_accounting_the_count_comes_from_squeue_while_running_and_i
 
     assert not [t for t in accounted["tres"]["allocated"] if t["type"] == "gres"]  # sacct does not know the count
     assert (running.gpus, running.state, ended.gpus, ended.state) == (2, "running", None, "completed")
+    assert (running_by_rest.gpus, running_by_rest.state) == (2, "running")
     assert Job.objects.get(cluster__name=slurm_plain.name, external_id=job).gpus == 2
     elapsed = Decimal(accounted["time"]["elapsed"])
     assert billed(slurm_plain.name)[job] == pytest.approx(elapsed * 2 / HOUR, abs=Decimal("0.00001"))
