@@ -44,6 +44,20 @@ class SlurmError(Exception):
     pass
 
 
+# What Slurm answers for a job it does not hold: slurmctld ESLURM_INVALID_JOB_ID, slurmdbd "Nothing found".
+_NOT_FOUND = {2017, 9003}
+
+
+def _not_found(error: dict[str, Any]) -> bool:
+    if "error_number" in error:
+        return error["error_number"] in _NOT_FOUND
+    return "invalid job id" in str(error.get("description", "")).lower()
+
+
+def _describe(errors: list[dict[str, Any]]) -> str:
+    return "; ".join(str(e.get("error") or e.get("description") or e) for e in errors)
+
+
 def _number(value: Any) -> int | None:
     """Slurm >= 23 wraps numbers as {"set": bool, "infinite": bool, "number": n}; older versions print n."""
     if isinstance(value, dict):
@@ -124,10 +138,13 @@ def parse(text: str, *, cluster: str | None = None) -> list[JobRecord]:
 
 def merge(accounted: list[JobRecord], queued: list[JobRecord]) -> list[JobRecord]:
     """sacct knows finished jobs, squeue knows live ones best (its gres); squeue's view wins where both have a job,
+    except that a job sacct has seen end has ended (squeue still shows it COMPLETING while its processes are reaped),
     and a count one of them knows fills in for the other's unknown one."""
     jobs = {(j.cluster, j.job_id): j for j in accounted}
     for job in queued:
         other = jobs.get((job.cluster, job.job_id))
+        if other is not None and other.end_time is not None and job.end_time is None:
+            job, other = other, job
         if job.gpus is None and other is not None and other.gpus is not None:
             job = msgspec.structs.replace(job, gpus=other.gpus)
         jobs[(job.cluster, job.job_id)] = job
@@ -151,7 +168,10 @@ def jobs_read(job_ids: list[str], *, cluster: str | None = None) -> list[JobReco
     ids = ",".join(sorted(job_ids))
     queued = parse(run_json(["squeue", "--json", f"--jobs={ids}"]), cluster=cluster)
     accounted = parse(run_json(["sacct", "--json", f"--jobs={ids}"]), cluster=cluster)
-    return merge(accounted, queued)
+    # squeue --json of Slurm 22.05 ignores --jobs (it prints every job of the cluster), and an array's first id
+    # names all its tasks: only the jobs asked for are reported.
+    asked = set(job_ids)
+    return [job for job in merge(accounted, queued) if job.job_id in asked]
 
 
 class SlurmRest:
@@ -170,7 +190,7 @@ class SlurmRest:
             self.headers["X-SLURM-USER-NAME"] = user
 
     def get(self, path: str) -> str | None:
-        """The JSON at `path`, or None where slurmrestd does not know the job (gone from slurmctld, or new)."""
+        """The JSON at `path` (an answer with Slurm errors included), or None where it is empty."""
         request = urllib.request.Request(f"{self.url}/{path}", headers=self.headers)  # noqa: S310 - operator's URL
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
@@ -178,19 +198,29 @@ class SlurmRest:
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
                 raise SlurmError(f"slurmrestd refused {path} ({exc.code}): is SLURM_JWT set and valid?") from None
-            return None
+            body = exc.read().decode(errors="replace")
+            if not body.lstrip().startswith("{"):  # slurmrestd's own 404: no such path, e.g. another data_parser
+                raise SlurmError(
+                    f"slurmrestd has no {path} ({exc.code}): is the version {self.version} right?"
+                ) from None
+            return body
         except (urllib.error.URLError, OSError) as exc:
             raise SlurmError(f"slurmrestd at {self.url}: {exc}") from None
 
     def _jobs(self, path: str, cluster: str | None) -> list[JobRecord]:
         text = self.get(path)
-        if text is None:
+        if not text:
             return []
-        try:
-            return parse(text, cluster=cluster)
-        except SlurmError as exc:  # e.g. "Invalid job id specified" for a job this daemon does not hold
-            log.debug("slurmrestd: %s: %s", path, exc)
+        data = json.loads(text)
+        errors = data.get("errors") or []
+        if errors and all(_not_found(e) for e in errors):
+            log.debug("slurmrestd: %s: %s", path, errors)  # a job this daemon does not hold (gone, or not yet)
             return []
+        if errors:
+            # A forged or expired token is no 401 in Slurm 22.05: slurmctld's answer is a 500 "Unable to find JobId"
+            # with error_number -1, slurmdbd's a 200 with "Protocol authentication error" (1007).
+            raise SlurmError(f"slurmrestd {path}: {_describe(errors)}: is SLURM_JWT set and valid?")
+        return parse(text, cluster=cluster)
 
     def jobs_read(self, job_ids: list[str], *, cluster: str | None = None) -> list[JobRecord]:
         queued: list[JobRecord] = []
@@ -198,7 +228,8 @@ class SlurmRest:
         for job_id in sorted(job_ids):
             queued += self._jobs(f"slurm/{self.version}/job/{job_id}", cluster)
             accounted += self._jobs(f"slurmdb/{self.version}/job/{job_id}", cluster)
-        return merge(accounted, queued)
+        asked = set(job_ids)  # an array's first id answers with all its tasks
+        return [job for job in merge(accounted, queued) if job.job_id in asked]
 
 
 class SlurmJobs:

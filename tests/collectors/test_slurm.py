@@ -96,3 +96,16 @@ def test_job_records_are_asked_for_the_jobs_seen_and_a_finished_one_is_then_forg
     assert [r.job_id for r in jobs({"1", "2"})] == ["1", "2"]
     assert jobs({"1"}) == []  # nothing new, not yet time
     assert jobs({"1", "3"}) and asked[-1] == ["1", "3"]
+
+
+def test_a_job_sacct_has_seen_end_has_ended_though_squeue_still_shows_it_completing():
+    # Real Slurm 22.05: a job stopped at its time limit stays COMPLETING in squeue for seconds after sacct's TIMEOUT.
+    queued = json.loads(read(SQUEUE))
+    queued["jobs"][0]["job_state"] = ["COMPLETING"]
+    accounted = json.loads(read(SACCT))
+    accounted["jobs"][0]["state"]["current"] = ["TIMEOUT"]
+    accounted["jobs"][0]["time"]["end"] = 1762789185
+
+    (job,) = slurm.merge(slurm.parse(json.dumps(accounted)), slurm.parse(json.dumps(queued)))
+
+    assert (job.state, job.end_time, job.gpus) == ("timeout", datetime.fromtimestamp(1762789185, UTC), 8)

@@ -17,6 +17,7 @@ class Slurmrestd:
 
     def __init__(self, pages: dict[str, str]) -> None:
         self.pages, self.seen = pages, []
+        self.plain_404 = False  # slurmrestd's own answer to a path it does not serve: text, not Slurm's JSON
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -29,6 +30,11 @@ class Slurmrestd:
                     self.end_headers()
                     return
                 body = outer.pages.get(self.path)
+                if body is None and outer.plain_404:
+                    self.send_response(404)
+                    self.end_headers()
+                    self.wfile.write(b"Unable find requested URL. Please view /openapi/v3 for API reference.")
+                    return
                 self.send_response(200 if body is not None else 404)
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
@@ -82,3 +88,25 @@ def test_a_refused_token_is_an_error_the_round_waits_on_not_an_empty_answer(slur
 
     with pytest.raises(slurm.SlurmError, match="SLURM_JWT"):
         rest.jobs_read(["4746"])
+
+
+def test_a_slurm_error_other_than_job_unknown_is_an_error_not_an_empty_answer(slurmrestd):
+    # What a real slurmrestd 22.05 answers a forged JWT with: slurmdbd's 200 with an authentication error.
+    slurmrestd.pages["/slurmdb/v0.0.43/job/4746"] = json.dumps(
+        {"jobs": [], "errors": [{"error_number": 1007, "error": "Protocol authentication error"}]}
+    )
+    rest = slurm.SlurmRest(slurmrestd.url, environ={"SLURM_JWT": TOKEN})
+
+    with pytest.raises(slurm.SlurmError, match="Protocol authentication error"):
+        rest.jobs_read(["4746"])
+
+
+def test_a_path_slurmrestd_does_not_serve_names_the_version_instead_of_reading_as_no_job():
+    server = Slurmrestd({})
+    try:
+        server.plain_404 = True
+        rest = slurm.SlurmRest(server.url, version="v0.0.99", environ={"SLURM_JWT": TOKEN})
+        with pytest.raises(slurm.SlurmError, match=r"v0\.0\.99"):
+            rest.jobs_read(["4746"])
+    finally:
+        server.close()
