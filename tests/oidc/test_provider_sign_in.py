@@ -1,0 +1,107 @@
+"""Signing in through headless Chromium against a real OpenID provider (oidc-provider, see conftest): local users
+with their password beside the single sign-on button, the provider's users through its login form, their groups
+mapped to roles and teams, and a provider user named like the local superuser who does not become them."""
+
+import pytest
+
+from governance.api.models import AuditEntry
+from governance.org.models import Membership, OidcIdentity, Team, User
+from tests.browser.pages import CHROMIUM
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is missing (.ci/run installs it from Debian)"),
+]
+
+
+def through_the_provider(page, live_server, login: str, password: str, start: str = "/") -> None:
+    """From a page of ours, the single sign-on button, then the provider's login form; back on our side."""
+    page.goto(live_server.url + start)
+    page.click("#sso")
+    page.wait_for_selector("#login")
+    page.fill("#login", login)
+    page.fill("#password", password)
+    page.click("#submit")
+
+
+def back_home(page, live_server) -> None:
+    page.wait_for_url(f"{live_server.url}/**")
+    page.wait_for_load_state()
+
+
+def test_a_local_user_signs_in_with_their_password_beside_the_single_sign_on_button(page, live_server, cast, sso):
+    sso()
+    page.goto(live_server.url + "/")
+
+    assert page.is_visible("text=Sign in with single sign-on")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "pw-alice-1234")
+    with page.expect_navigation():
+        page.click("button[type=submit]")
+
+    assert page.is_visible("text=Sign out alice")
+    assert not OidcIdentity.objects.exists()
+
+
+def test_a_provider_user_lands_where_they_were_going_with_the_teams_their_groups_name(page, live_server, cast, sso,
+                                                                                     openid_provider):  # fmt: skip
+    sso()
+
+    through_the_provider(page, live_server, "carol", "idp-carol-1234", start="/costs/team/nlp/")
+    back_home(page, live_server)
+
+    assert page.url == f"{live_server.url}/costs/team/nlp/"
+    assert page.is_visible("text=Sign out carol")
+    carol = User.objects.get(username="carol")
+    assert OidcIdentity.objects.get(user=carol).issuer == openid_provider.issuer == openid_provider.discovery["issuer"]
+    assert (carol.email, carol.role, carol.has_usable_password()) == ("carol@idp.example", User.Role.MEMBER, False)
+    assert dict(Membership.objects.filter(user=carol).values_list("team__slug", "role")) == {
+        "nlp": "lead", "vision": "engineer",
+    }  # fmt: skip
+    assert not Team.objects.filter(slug="rogue").exists()
+    made = AuditEntry.objects.filter(door=AuditEntry.Door.PAGE, where="/oidc/callback/")
+    assert {(e.model, e.action) for e in made} >= {("org.user", "create"), ("org.membership", "create")}
+
+
+def test_provider_groups_make_a_platform_admin_and_a_finance_user(page, live_server, cast, sso):
+    sso()
+
+    through_the_provider(page, live_server, "ops", "idp-ops-1234", start="/admin/")
+    back_home(page, live_server)
+    admin_page = page.title()
+    page.context.clear_cookies()  # both sites: our session and the provider's
+    through_the_provider(page, live_server, "money", "idp-money-1234")
+    back_home(page, live_server)
+
+    assert "Site administration" in admin_page
+    assert page.is_visible("text=Sign out money")
+    roles = dict(User.objects.filter(username__in=["ops", "money"]).values_list("username", "role"))
+    assert roles == {"ops": User.Role.ADMIN, "money": User.Role.FINANCE}
+
+
+def test_a_provider_user_named_like_the_local_superuser_does_not_become_them(page, live_server, cast, sso):
+    root = User.objects.create_superuser("root", email="root@here.example", password="pw-root-1234")
+    sso()
+
+    through_the_provider(page, live_server, "root", "idp-root-1234")
+    back_home(page, live_server)
+    page.goto(live_server.url + "/admin/")
+
+    assert page.is_visible("text=Sign out root-2")
+    assert page.url == f"{live_server.url}/accounts/login/?next=/admin/"  # not staff: asked for another account
+    impostor = User.objects.get(username="root-2")
+    assert not (impostor.is_superuser or impostor.is_staff or impostor.is_platform_admin)
+    assert OidcIdentity.objects.get(subject="idp-0004").user == impostor
+    root.refresh_from_db()
+    assert (root.email, root.is_superuser, root.check_password("pw-root-1234")) == ("root@here.example", True, True)
+
+
+def test_a_wrong_password_at_the_provider_signs_nobody_in(page, live_server, cast, sso):
+    sso()
+
+    through_the_provider(page, live_server, "carol", "not-carols-password")
+
+    assert page.text_content("#error") == "Wrong username or password."
+    assert not User.objects.filter(username="carol").exists()
+    assert not OidcIdentity.objects.exists()
