@@ -7,7 +7,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from governance.dashboard.views.overview import LoginView
+from governance.dashboard.views.sign_in import LoginView
 from governance.usage.metrics import metrics_view
 
 

@@ -37,3 +37,6 @@ if OIDC_ENABLED:
     OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_OP_JWKS_ENDPOINT") or None
     OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
     OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile groups")
+
+# Read by mozilla_django_oidc.urls when /oidc/ is mounted: the callback lands people like the password sign-in.
+OIDC_CALLBACK_CLASS = "governance.dashboard.views.sign_in.SsoCallbackView"

@@ -3,9 +3,11 @@ with their password beside the single sign-on button, the provider's users throu
 mapped to roles and teams, and a provider user named like the local superuser who does not become them."""
 
 import pytest
+from django.urls import reverse
 
 from governance.api.models import AuditEntry
 from governance.org.models import Membership, OidcIdentity, Team, User
+from governance.org.oidc import oidc_identity_link
 from tests.browser.pages import CHROMIUM
 
 pytestmark = [
@@ -64,7 +66,8 @@ def test_a_provider_user_lands_where_they_were_going_with_the_teams_their_groups
     assert {(e.model, e.action) for e in made} >= {("org.user", "create"), ("org.membership", "create")}
 
 
-def test_provider_groups_make_a_platform_admin_and_a_finance_user(page, live_server, cast, sso):
+def test_provider_groups_make_a_platform_admin_and_a_finance_user_who_lands_on_the_statement(page, live_server, cast,
+                                                                                            sso):  # fmt: skip
     sso()
 
     through_the_provider(page, live_server, "ops", "idp-ops-1234", start="/admin/")
@@ -74,7 +77,8 @@ def test_provider_groups_make_a_platform_admin_and_a_finance_user(page, live_ser
     through_the_provider(page, live_server, "money", "idp-money-1234")
     back_home(page, live_server)
 
-    assert "Site administration" in admin_page
+    assert "Site administration" in admin_page  # /admin/ sent ops to the sign-in page with its button, and back
+    assert page.url.startswith(f"{live_server.url}{reverse('costs:month')}?month=")
     assert page.is_visible("text=Sign out money")
     roles = dict(User.objects.filter(username__in=["ops", "money"]).values_list("username", "role"))
     assert roles == {"ops": User.Role.ADMIN, "money": User.Role.FINANCE}
@@ -105,3 +109,18 @@ def test_a_wrong_password_at_the_provider_signs_nobody_in(page, live_server, cas
     assert page.text_content("#error") == "Wrong username or password."
     assert not User.objects.filter(username="carol").exists()
     assert not OidcIdentity.objects.exists()
+
+
+def test_a_superuser_linked_to_a_provider_account_is_sent_back_to_their_password_saying_why(
+    page, live_server, cast, sso, openid_provider
+):
+    root = User.objects.create_superuser("root", password="pw-root-1234")
+    oidc_identity_link(user=root, issuer=openid_provider.issuer, subject="idp-0004")
+    sso()
+
+    through_the_provider(page, live_server, "root", "idp-root-1234")
+    back_home(page, live_server)
+
+    assert page.url == f"{live_server.url}/accounts/login/?sso=refused"
+    assert "Superusers and platform admins by local role sign in here" in page.inner_text("#sso-refused")
+    assert not page.is_visible("text=Sign out")
