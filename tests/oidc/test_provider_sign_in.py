@@ -1,8 +1,12 @@
-"""Signing in through headless Chromium against a real OpenID provider (oidc-provider, see conftest): local users
-with their password beside the single sign-on button, the provider's users through its login form, their groups
-mapped to roles and teams, and a provider user named like the local superuser who does not become them."""
+"""Signing in through headless Chromium against a real OpenID provider (oidc-provider, see conftest): the provider's
+users through its login form, their groups mapped to roles and teams, a provider user named like the local superuser
+who does not become them, and a local superuser refused through the provider who signs in with their password."""
 
+from importlib import import_module
+
+import jwt
 import pytest
+from django.conf import settings
 from django.urls import reverse
 
 from governance.api.models import AuditEntry
@@ -27,32 +31,35 @@ def through_the_provider(page, live_server, login: str, password: str, start: st
     page.click("#submit")
 
 
+def id_token_claims(page) -> dict:
+    """The claims of the ID token the provider signed, as the signed-in session of the page keeps it."""
+    cookie = next(c for c in page.context.cookies() if c["name"] == settings.SESSION_COOKIE_NAME)
+    session = import_module(settings.SESSION_ENGINE).SessionStore(cookie["value"])
+    token = session["oidc_id_token"]
+    assert jwt.get_unverified_header(token)["alg"] == "RS256"
+    return jwt.decode(token, options={"verify_signature": False})
+
+
 def back_home(page, live_server) -> None:
     page.wait_for_url(f"{live_server.url}/**")
     page.wait_for_load_state()
 
 
-def test_a_local_user_signs_in_with_their_password_beside_the_single_sign_on_button(page, live_server, cast, sso):
+def test_a_provider_user_lands_where_they_were_going_with_the_teams_their_groups_name(
+    page, live_server, cast, sso, openid_provider, settings
+):
     sso()
-    page.goto(live_server.url + "/")
+    settings.OIDC_STORE_ID_TOKEN = True  # to look at what the provider signed
+    through_the_provider(page, live_server, "carol", "not-carols-password", start="/costs/team/nlp/")
+    refused = page.inner_text("#error")
+    nobody = not User.objects.filter(username="carol").exists()
 
-    assert page.is_visible("text=Sign in with single sign-on")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "pw-alice-1234")
-    with page.expect_navigation():
-        page.click("button[type=submit]")
-
-    assert page.is_visible("text=Sign out alice")
-    assert not OidcIdentity.objects.exists()
-
-
-def test_a_provider_user_lands_where_they_were_going_with_the_teams_their_groups_name(page, live_server, cast, sso,
-                                                                                     openid_provider):  # fmt: skip
-    sso()
-
-    through_the_provider(page, live_server, "carol", "idp-carol-1234", start="/costs/team/nlp/")
+    page.fill("#login", "carol")
+    page.fill("#password", "idp-carol-1234")
+    page.click("#submit")
     back_home(page, live_server)
 
+    assert (refused, nobody) == ("Wrong username or password.", True)
     assert page.url == f"{live_server.url}/costs/team/nlp/"
     assert page.is_visible("text=Sign out carol")
     carol = User.objects.get(username="carol")
@@ -62,6 +69,8 @@ def test_a_provider_user_lands_where_they_were_going_with_the_teams_their_groups
         "nlp": "lead", "vision": "engineer",
     }  # fmt: skip
     assert not Team.objects.filter(slug="rogue").exists()
+    # The groups came from the provider's user info endpoint: its ID token carries none of these claims.
+    assert {"groups", "email", "preferred_username"}.isdisjoint(id_token_claims(page))
     made = AuditEntry.objects.filter(door=AuditEntry.Door.PAGE, where="/oidc/callback/")
     assert {(e.model, e.action) for e in made} >= {("org.user", "create"), ("org.membership", "create")}
 
@@ -101,17 +110,7 @@ def test_a_provider_user_named_like_the_local_superuser_does_not_become_them(pag
     assert (root.email, root.is_superuser, root.check_password("pw-root-1234")) == ("root@here.example", True, True)
 
 
-def test_a_wrong_password_at_the_provider_signs_nobody_in(page, live_server, cast, sso):
-    sso()
-
-    through_the_provider(page, live_server, "carol", "not-carols-password")
-
-    assert page.text_content("#error") == "Wrong username or password."
-    assert not User.objects.filter(username="carol").exists()
-    assert not OidcIdentity.objects.exists()
-
-
-def test_a_superuser_linked_to_a_provider_account_is_sent_back_to_their_password_saying_why(
+def test_a_superuser_linked_to_a_provider_account_is_sent_back_to_their_password_which_signs_them_in(
     page, live_server, cast, sso, openid_provider
 ):
     root = User.objects.create_superuser("root", password="pw-root-1234")
@@ -120,7 +119,14 @@ def test_a_superuser_linked_to_a_provider_account_is_sent_back_to_their_password
 
     through_the_provider(page, live_server, "root", "idp-root-1234")
     back_home(page, live_server)
+    refused_at = page.url
+    why = page.inner_text("#sso-refused")
+    signed_out = not page.is_visible("text=Sign out")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", "pw-root-1234")
+    with page.expect_navigation():
+        page.click("button[type=submit]")
 
-    assert page.url == f"{live_server.url}/accounts/login/?sso=refused"
-    assert "Superusers and platform admins by local role sign in here" in page.inner_text("#sso-refused")
-    assert not page.is_visible("text=Sign out")
+    assert refused_at == f"{live_server.url}/accounts/login/?sso=refused" and signed_out
+    assert "Superusers and platform admins by local role sign in here with their password" in why
+    assert page.is_visible("text=Sign out root")
