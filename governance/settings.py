@@ -226,6 +226,8 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": ["'none'"],
     }
 }
+if OIDC_ENABLED:
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"] += OIDC_FORM_ACTION  # noqa: F405
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-governance@localhost")

@@ -7,7 +7,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from governance.dashboard.views.sign_in import LoginView
+from governance.dashboard.views.sign_in import LoginView, LogoutView
 from governance.usage.metrics import metrics_view
 
 
@@ -24,7 +24,7 @@ urlpatterns = [
         LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),
         name="login",
     ),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("accounts/password/", auth_views.PasswordChangeView.as_view(), name="password_change"),
     path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("api/v1/", include("governance.api.urls", namespace="v1")),

@@ -4,6 +4,7 @@ endpoints from the provider's discovery document, RS256, the client registered t
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import os
@@ -74,7 +75,8 @@ def openid_provider(live_server, tmp_path_factory) -> Iterator[OpenIdProvider]:
                        timeout=300)  # fmt: skip
     home = tmp_path_factory.mktemp("oidc")
     callback = f"{live_server.url}/oidc/callback/"
-    clients = [{"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET, "redirect_uris": [callback]}]
+    clients = [{"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET, "redirect_uris": [callback],
+                "post_logout_redirect_uris": [f"{live_server.url}/accounts/login/"]}]  # fmt: skip
     (home / "provider.json").write_text(json.dumps({"clients": clients, "users": PROVIDER_USERS}))
     log = (home / "provider.log").open("w")
     process = subprocess.Popen([node, "provider.mjs", str(home / "provider.json")], cwd=PROVIDER,
@@ -125,7 +127,8 @@ def operator_env(provider: OpenIdProvider, client_id: str = CLIENT_ID) -> dict[s
         "OIDC_RP_CLIENT_ID": client_id, "OIDC_RP_CLIENT_SECRET": CLIENT_SECRET, "OIDC_OP_ISSUER": found["issuer"],
         "OIDC_OP_AUTHORIZATION_ENDPOINT": found["authorization_endpoint"],
         "OIDC_OP_TOKEN_ENDPOINT": found["token_endpoint"], "OIDC_OP_USER_ENDPOINT": found["userinfo_endpoint"],
-        "OIDC_OP_JWKS_ENDPOINT": found["jwks_uri"], "OIDC_ADMIN_GROUPS": "platform-admins",
+        "OIDC_OP_JWKS_ENDPOINT": found["jwks_uri"], "OIDC_OP_LOGOUT_ENDPOINT": found["end_session_endpoint"],
+        "OIDC_ADMIN_GROUPS": "platform-admins",
         "OIDC_FINANCE_GROUPS": "finance",
     }  # fmt: skip
 
@@ -143,6 +146,9 @@ def sso(openid_provider, settings, monkeypatch) -> Iterator[Callable[..., None]]
         for name, value in _oidc_settings_from_env().items():
             setattr(settings, name, value)
         settings.AUTHENTICATION_BACKENDS = [*BACKENDS, "governance.org.oidc.GovernanceOIDCBackend"]
+        csp = copy.deepcopy(settings.CONTENT_SECURITY_POLICY)  # and its form-action, as settings.py extends it
+        csp["DIRECTIVES"]["form-action"] += settings.OIDC_FORM_ACTION
+        settings.CONTENT_SECURITY_POLICY = csp
         _remount_urls()
 
     enabled = settings.OIDC_ENABLED

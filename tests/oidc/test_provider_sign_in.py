@@ -75,14 +75,19 @@ def test_a_provider_user_lands_where_they_were_going_with_the_teams_their_groups
     assert {(e.model, e.action) for e in made} >= {("org.user", "create"), ("org.membership", "create")}
 
 
-def test_provider_groups_make_a_platform_admin_and_a_finance_user_who_lands_on_the_statement(page, live_server, cast,
-                                                                                            sso):  # fmt: skip
+def test_provider_groups_make_a_platform_admin_and_after_signing_out_everywhere_a_finance_user(
+    page, live_server, cast, sso
+):
     sso()
 
     through_the_provider(page, live_server, "ops", "idp-ops-1234", start="/admin/")
     back_home(page, live_server)
     admin_page = page.title()
-    page.context.clear_cookies()  # both sites: our session and the provider's
+    page.goto(live_server.url + "/")
+    page.click("text=Sign out ops")
+    page.click("text=Yes, sign me out")  # the provider asks before it ends its session
+    page.wait_for_url(f"{live_server.url}/accounts/login/")
+    # The provider asks for a login again: its session ended with ours, or ops would be signed straight back in.
     through_the_provider(page, live_server, "money", "idp-money-1234")
     back_home(page, live_server)
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.conf import settings
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import resolve_url
 from django.urls import reverse
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView
@@ -41,6 +44,22 @@ class LoginView(auth_views.LoginView):
         context = super().get_context_data(**kwargs)
         context["sso_refused"] = self.request.GET.get("sso") == SSO_REFUSED
         return context
+
+
+class LogoutView(auth_views.LogoutView):
+    """Signs out here and, for a single sign-on session where the provider has an end-session endpoint
+    (OIDC_OP_LOGOUT_ENDPOINT), at the provider too, which sends the browser back to the sign-in page."""
+
+    def post(self, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        id_token = request.session.get("oidc_id_token")
+        response = super().post(request, *args, **kwargs)
+        endpoint = getattr(settings, "OIDC_OP_LOGOUT_ENDPOINT", "")
+        if not (settings.OIDC_ENABLED and endpoint and id_token):
+            return response
+        back = request.build_absolute_uri(resolve_url(settings.LOGOUT_REDIRECT_URL))
+        query = urlencode({"id_token_hint": id_token, "client_id": settings.OIDC_RP_CLIENT_ID,
+                           "post_logout_redirect_uri": back})  # fmt: skip
+        return HttpResponseRedirect(f"{endpoint}?{query}")
 
 
 class SsoCallbackView(OIDCAuthenticationCallbackView):
