@@ -18,6 +18,8 @@ from collectors.mig import mig_extra_parse
 from governance.conf.api import *  # noqa: F403
 from governance.conf.celery import *  # noqa: F403
 from governance.conf.findings import *  # noqa: F403
+from governance.conf.oidc import *  # noqa: F403
+from governance.conf.oidc import OIDC_ENABLED
 from governance.lib.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -154,34 +156,8 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_IPWARE_PROXY_COUNT = 1 if TLS_PROXY_TRUSTED else None
 AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if TLS_PROXY_TRUSTED else ["REMOTE_ADDR"]
 
-# OpenID Connect single sign-on beside local accounts: on when OIDC_RP_CLIENT_ID is set.
-OIDC_RP_CLIENT_ID = env_str("OIDC_RP_CLIENT_ID")
-OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID)
-OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
-OIDC_USERNAME_CLAIM = env_str("OIDC_USERNAME_CLAIM", "preferred_username")
-OIDC_ADMIN_GROUPS = env_list("OIDC_ADMIN_GROUPS", [])
-OIDC_FINANCE_GROUPS = env_list("OIDC_FINANCE_GROUPS", [])
-# A group "gg-team:<team slug>:lead" or "...:engineer" makes its member that team's lead or engineer.
-OIDC_TEAM_GROUP_PREFIX = env_str("OIDC_TEAM_GROUP_PREFIX", "gg-team:")
-# Off: a superuser, or a platform admin by local role, cannot sign in through the provider (only with a password).
-OIDC_ALLOW_SUPERUSER = env_bool("OIDC_ALLOW_SUPERUSER", False)
-# Set: an ID token from another issuer is refused.
-OIDC_OP_ISSUER = env_str("OIDC_OP_ISSUER")
+# OpenID Connect single sign-on beside local accounts (governance/conf/oidc.py): on when OIDC_RP_CLIENT_ID is set.
 if OIDC_ENABLED:
-
-    def _required(name: str) -> str:
-        value = env_str(name)
-        if not value:
-            raise ImproperlyConfigured(f"{name} must be set when OIDC_RP_CLIENT_ID is")
-        return value
-
-    OIDC_RP_CLIENT_SECRET = _required("OIDC_RP_CLIENT_SECRET")
-    OIDC_OP_AUTHORIZATION_ENDPOINT = _required("OIDC_OP_AUTHORIZATION_ENDPOINT")
-    OIDC_OP_TOKEN_ENDPOINT = _required("OIDC_OP_TOKEN_ENDPOINT")
-    OIDC_OP_USER_ENDPOINT = _required("OIDC_OP_USER_ENDPOINT")
-    OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_OP_JWKS_ENDPOINT") or None
-    OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
-    OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile groups")
     INSTALLED_APPS.append("mozilla_django_oidc")
     AUTHENTICATION_BACKENDS.append("governance.org.oidc.GovernanceOIDCBackend")
 
@@ -250,6 +226,8 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": ["'none'"],
     }
 }
+if OIDC_ENABLED:
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"] += OIDC_FORM_ACTION  # noqa: F405
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-governance@localhost")

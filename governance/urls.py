@@ -4,9 +4,10 @@ from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponseRedirect
 from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from governance.dashboard.views.overview import LoginView
+from governance.dashboard.views.sign_in import LoginView, LogoutView
 from governance.usage.metrics import metrics_view
 
 
@@ -23,7 +24,7 @@ urlpatterns = [
         LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),
         name="login",
     ),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("accounts/password/", auth_views.PasswordChangeView.as_view(), name="password_change"),
     path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("api/v1/", include("governance.api.urls", namespace="v1")),
@@ -37,4 +38,9 @@ urlpatterns = [
 ]
 
 if settings.OIDC_ENABLED:
-    urlpatterns.insert(0, path("oidc/", include("mozilla_django_oidc.urls")))
+    urlpatterns[:0] = [
+        path("oidc/", include("mozilla_django_oidc.urls")),
+        # The admin's own login form has no single sign-on button: people who sign in only through the provider
+        # (platform admins by their groups) would be stuck at a password they do not have.
+        path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
+    ]

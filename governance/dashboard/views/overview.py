@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from django.conf import settings
-from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import redirect, render, resolve_url
-from django.urls import reverse
+from django.shortcuts import redirect, render
 from django.utils import timezone
 
 from governance.costs.csv import team_month_csv
@@ -20,12 +17,11 @@ from governance.dashboard.footprint import footprint_panel
 from governance.dashboard.forecasts import forecast_panel
 from governance.dashboard.me import my_month
 from governance.dashboard.tables import jobs_table
-from governance.dashboard.views.costs import last_complete_month
 from governance.lib.months import Month
 from governance.lib.text import csv_safe
 from governance.org.auth import signed_in_user
 from governance.org.models import User
-from governance.org.selectors import job_visibility_filter, teams_led, teams_visible
+from governance.org.selectors import job_visibility_filter, teams_visible
 from governance.usage.models import Job
 
 SEARCH_LIMIT = 50
@@ -78,24 +74,6 @@ def chargeback_csv(request: HttpRequest) -> StreamingHttpResponse:
     response = StreamingHttpResponse(team_month_csv(charges), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="chargeback-{f.months[0]}-to-{f.months[-1]}.csv"'
     return response
-
-
-def is_engineer(user: User) -> bool:
-    return not user.sees_all_costs and not teams_led(user=user).exists()
-
-
-class LoginView(auth_views.LoginView):
-    """Engineers land on their own month, finance on the statement of the last complete month; everyone else on
-    the overview (or where they were going)."""
-
-    def get_success_url(self) -> str:
-        url = super().get_success_url()
-        if url not in ("", "/", resolve_url(settings.LOGIN_REDIRECT_URL)):
-            return url
-        user = signed_in_user(self.request)
-        if user.role == User.Role.FINANCE:
-            return f"{reverse('costs:month')}?month={last_complete_month()}"
-        return reverse("dashboard:me") if is_engineer(user) else url
 
 
 def _month(request: HttpRequest) -> Month:
