@@ -79,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     option("--proc", default="/proc", help="root of /proc (a host mount in a container)")
     option("--sys", default="/sys", help="root of /sys")
     option("--once", action="store_true", help="read once, send, and exit")
+    option(
+        "--topology",
+        help="report the node's GPU topology at start: nvml, nvidia-smi (runs `nvidia-smi topo -m`), or a file "
+        "holding that command's output",
+    )
     option("--dry-run", action="store_true", help="print each batch on a line as the ingest API takes it; no sending")
     option("--log-level", default="INFO")
     return parser
@@ -145,12 +150,32 @@ def main(argv: list[str] | None = None) -> int:
     except (SourceUnavailable, ValueError) as exc:
         print(f"gpu-collector: {exc}", file=sys.stderr)
         return 2
+    if args.topology:
+        _report_topology(args)
     signal.signal(signal.SIGTERM, agent.stop)
     signal.signal(signal.SIGINT, agent.stop)
     if args.hours and args.source == "simulate":
         return _send_history(agent, args)
     agent.run(once=args.once)
     return 0
+
+
+def _report_topology(args: argparse.Namespace) -> None:
+    """Read and send the node's topology once; a failure is logged, never fatal (sampling matters more)."""
+    from collectors.topology import topology_read, topology_send
+
+    try:
+        topology, source = topology_read(args.topology)
+        report = topology.report(cluster=args.cluster, node=args.node, source=source)
+        if args.dry_run:
+            import msgspec
+
+            print(msgspec.json.encode(report).decode(), file=sys.stderr)
+        else:
+            topology_send(report, Sender(args.server, args.token))
+            log.info("topology of %s sent: %d GPUs (%s)", args.node, topology.gpus, source)
+    except Exception as exc:
+        log.warning("topology not reported: %s", exc)
 
 
 def _send_history(agent: Agent, args: argparse.Namespace) -> int:

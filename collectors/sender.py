@@ -39,22 +39,20 @@ class Sender:
         self, server: str, token: str, *, timeout: float = 30.0, attempts: int = 3, backoff: float = 1.0,
         backoff_max: float = 30.0, sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
     ) -> None:  # fmt: skip
-        self.url = server.rstrip("/") + "/api/v1/ingest/"
+        self.server = server.rstrip("/")
+        self.url = self.server + "/api/v1/ingest/"
         self.token = token
         self.timeout, self.attempts, self.backoff, self.backoff_max = timeout, attempts, backoff, backoff_max
         self.sleep = sleep
         self.rng = rng or random.Random()
 
-    def post_once(self, gzipped: bytes) -> None:
+    def post_once(self, gzipped: bytes, *, path: str | None = None) -> None:
+        """POST a gzipped batch to the ingest endpoint, or plain JSON to another `path` of the API (the topology)."""
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
+        if path is None:
+            headers["Content-Encoding"] = "gzip"
         request = urllib.request.Request(  # noqa: S310 - the URL is the operator's
-            self.url,
-            data=gzipped,
-            method="POST",
-            headers={
-                "Content-Type": "application/json",
-                "Content-Encoding": "gzip",
-                "Authorization": f"Bearer {self.token}",
-            },
+            self.url if path is None else self.server + path, data=gzipped, method="POST", headers=headers
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
@@ -70,11 +68,11 @@ class Sender:
         except (urllib.error.URLError, OSError) as exc:
             raise SendFailed(str(getattr(exc, "reason", exc))) from None
 
-    def post(self, gzipped: bytes) -> None:
+    def post(self, gzipped: bytes, *, path: str | None = None) -> None:
         """Try a few times, waiting backoff * 2^n (capped) with full jitter; then give up with SendFailed."""
         for attempt in range(self.attempts):
             try:
-                return self.post_once(gzipped)
+                return self.post_once(gzipped, path=path)
             except TokenRefused:
                 raise
             except SendFailed as exc:

@@ -88,10 +88,28 @@ def h100_mig(*, uuid: str = "GPU-00000000-0000-0000-0000-000000000000") -> FakeG
 class FakeNvml:
     """Stands in for the `pynvml` module. Attributes it does not define (errors, constants, structs) are pynvml's."""
 
-    def __init__(self, gpus: list[FakeGpu], *, library_found: bool = True) -> None:
+    def __init__(
+        self, gpus: list[FakeGpu], *, library_found: bool = True, links: dict[tuple[int, int], str] | None = None
+    ) -> None:
         self.gpus = gpus
         self.library_found = library_found
         self.samples: dict[int, Any] = {}
+        self.links = links or {}  # (i, j) -> nvidia-smi's link name, as a `topo -m` matrix gives them
+
+    def _link(self, a: Handle, b: Handle) -> str:
+        i, j = sorted((self.gpus.index(a.gpu), self.gpus.index(b.gpu)))
+        return self.links[(i, j)]
+
+    def nvmlDeviceGetP2PStatus(self, a: Handle, b: Handle, index: int) -> int:
+        if index != pynvml.NVML_P2P_CAPS_INDEX_NVLINK:
+            raise pynvml.NVMLError_NotSupported()
+        nvlink = self._link(a, b).startswith("NV")
+        return pynvml.NVML_P2P_STATUS_OK if nvlink else pynvml.NVML_P2P_STATUS_NOT_SUPPORTED
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a: Handle, b: Handle) -> int:
+        levels = {"PIX": pynvml.NVML_TOPOLOGY_SINGLE, "PXB": pynvml.NVML_TOPOLOGY_MULTIPLE,
+                  "PHB": pynvml.NVML_TOPOLOGY_HOSTBRIDGE, "NODE": pynvml.NVML_TOPOLOGY_NODE}  # fmt: skip
+        return levels.get(self._link(a, b), pynvml.NVML_TOPOLOGY_SYSTEM)  # an NVLink pair: its PCIe path says SYS
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith(("NVML", "c_nvml", "nvmlFriendlyObject")):

@@ -49,6 +49,7 @@ EXEMPT: dict[str, str] = {
     "efficiency.findingevent": "a finding's own history (the state change is an entry too)",
     "notify.outboxmessage": "deliveries and their retries",
     "schedule.taskrun": "each periodic task's last run",
+    "fleet.nodetopology": "a node's GPU links as its collector reports them (the latest report wins)",
 }
 # The project's apps, Django's groups and django-axes' sign-in records (who was locked out, who unlocked them).
 PROJECT_APPS = (

@@ -12,6 +12,7 @@ from governance.api import api as api_api
 from governance.costs import api as costs_api
 from governance.costs.api import ChargebackView
 from governance.dashboard import api as dashboard_api
+from governance.efficiency import api as efficiency_api
 from governance.efficiency.api import FindingListView, FindingRealisedView, FindingStateView
 from governance.fleet import api as fleet_api
 from governance.notify import api as notify_api
@@ -23,7 +24,7 @@ app_name = "v1"
 
 # Each domain's api.py lists its viewsets as ROUTES = [(prefix, viewset, basename)] and any extra
 # paths as URLS; to plug a domain in, add its module here.
-DOMAINS = [org_api, fleet_api, usage_api, costs_api, api_api, notify_api, dashboard_api]
+DOMAINS = [org_api, fleet_api, usage_api, costs_api, api_api, notify_api, dashboard_api, efficiency_api]
 
 router = SimpleRouter()
 for domain in DOMAINS:

@@ -18,7 +18,7 @@ TITLES = {
     "memory_bound": "Memory-bound",
     "data_starved": "Waiting for data",
     "numa_misaligned": "CPUs on the wrong NUMA node",
-    "topology_split": "Spread over nodes it need not span",
+    "topology_split": "Placed farther apart than it needs",
     "inference_oversized": "Inference service larger than it needs",
 }
 # The order of DESIGN.md's waste partition: on equal money the lever that frees GPUs comes first.
@@ -58,6 +58,10 @@ EVIDENCE = {
     "io_wait_mean": ("Mean I/O wait", "%"),
     "host_cpu_mean": ("Mean host CPU", "%"),
     "sm_oscillation_cv": ("SM oscillation (coefficient of variation)", ""),
+    "gpu_indexes": ("The job's GPUs (indexes on the node)", ""),
+    "link": ("Farthest link between them", ""),
+    "free_indexes": ("GPUs free for the whole run", ""),
+    "free_link": ("Farthest link between those", ""),
 }
 
 

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from governance.dashboard.views import findings as views
+from governance.dashboard.views import migration
 
 app_name = "efficiency"
 
@@ -12,4 +13,6 @@ urlpatterns = [
     path("findings/bulk/", views.findings_bulk, name="findings-bulk"),
     path("findings/<int:pk>/state/", views.finding_state, name="finding-state"),
     path("clusters/<str:name>/", views.cluster_detail, name="cluster"),
+    path("projects/<slug:slug>/migration/", migration.project_migration, name="migration"),
+    path("projects/<slug:slug>/migration.csv", migration.project_migration_csv, name="migration-csv"),
 ]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
+from django.urls import path, re_path
+from django.utils import timezone
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,15 +16,20 @@ from rest_framework.views import APIView
 
 from governance.api.auth import HasReadScope
 from governance.api.errors import error_response
-from governance.api.filters import IdFilter, team_filter
+from governance.api.fields import MonthField
+from governance.api.filters import IdFilter, KnownQueryParameters, team_filter
 from governance.api.viewsets import VisibleQuerysetMixin
+from governance.efficiency.migration import DEFAULT_DAYS, MAX_DAYS, migration_check
 from governance.efficiency.models import Finding
 from governance.efficiency.rules import RULES
 from governance.efficiency.selectors import findings_visible
 from governance.efficiency.services import FindingStateError, finding_state_set
-from governance.efficiency.workloads import realised_savings
+from governance.efficiency.workloads import Taken, advice_taken, realised_savings, workload_savings
+from governance.lib.money import to_cents
+from governance.lib.months import Month
 from governance.org.auth import signed_in_user
-from governance.org.models import User
+from governance.org.models import Project, Team, User
+from governance.org.selectors import can_see_team_detail, teams_visible
 
 
 class FindingSerializer(serializers.ModelSerializer):
@@ -162,3 +170,172 @@ class FindingRealisedView(APIView):
                 }
             ).data
         )
+
+
+class WorkloadSavingsSerializer(serializers.Serializer):
+    finding_id = serializers.IntegerField()
+    recurring = serializers.BooleanField(
+        help_text="False: the job is its own workload (or the only run in the window)."
+    )
+    labelled_by = serializers.CharField(allow_null=True, help_text="The label naming it: workload, name or kind.")
+    name = serializers.CharField(allow_null=True)
+    project = serializers.CharField(allow_null=True)
+    runs = serializers.IntegerField(allow_null=True)
+    since = serializers.DateField(allow_null=True)
+    cost = serializers.DecimalField(max_digits=16, decimal_places=2, allow_null=True)
+    savings = serializers.DecimalField(max_digits=16, decimal_places=2, allow_null=True)
+    currency = serializers.CharField()
+    text = serializers.CharField()
+
+
+class FindingWorkloadView(APIView):
+    """The finding's rule over its workload's runs in the savings window: what the recurring work cost and what
+    following the advice would have saved across it (each run's own share, so it adds up)."""
+
+    permission_classes = [HasReadScope]
+
+    @extend_schema(responses=WorkloadSavingsSerializer)
+    def get(self, request: Request, pk: str, format: str | None = None) -> Response:
+        finding = findings_visible(user=signed_in_user(request)).filter(pk=int(pk)).first()
+        if finding is None:
+            return error_response(status.HTTP_404_NOT_FOUND, "not_found", "No such finding.")
+        found = workload_savings(finding=finding)
+        data = {"finding_id": finding.pk, "recurring": found is not None, "currency": finding.currency}
+        if found is None:
+            data |= dict.fromkeys(("labelled_by", "name", "project", "runs", "since", "cost", "savings"))
+            data["text"] = "Not recurring work: the job has no workload, name or kind label, or ran once in the window."
+        else:
+            data |= {
+                "labelled_by": found.label, "name": found.name, "project": found.project, "runs": found.runs,
+                "since": found.since, "cost": to_cents(found.cost), "savings": to_cents(found.savings),
+                "text": found.text(),
+            }  # fmt: skip
+        return Response(WorkloadSavingsSerializer(data).data)
+
+
+class TakenSerializer(serializers.Serializer):
+    finding_id = serializers.IntegerField(source="finding.pk")
+    job_id = serializers.CharField(source="finding.job.external_id")
+    cluster = serializers.CharField(source="finding.job.cluster.name")
+    rule = serializers.CharField(source="finding.rule")
+    resolved_at = serializers.DateTimeField(source="finding.resolved_at")
+    measured = serializers.BooleanField(help_text="True: enough runs on each side to tell what it saved.")
+    saved = serializers.SerializerMethodField()
+    text = serializers.CharField()
+
+    @extend_schema_field(serializers.DecimalField(max_digits=16, decimal_places=2, allow_null=True))
+    def get_saved(self, taken: Taken) -> str | None:
+        return str(taken.realised.saved) if taken.measured and taken.realised else None
+
+
+class AdviceTakenSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    month = serializers.CharField()
+    resolved = serializers.IntegerField(help_text="Findings of the team's jobs resolved in the month.")
+    measured = serializers.IntegerField(help_text="Of them, those with enough runs after to tell what they saved.")
+    saved = serializers.DecimalField(max_digits=16, decimal_places=2, help_text="Sum over the measured ones, so far.")
+    currency = serializers.CharField()
+    text = serializers.CharField()
+    findings = TakenSerializer(many=True)
+
+
+class AdviceTakenQuery(serializers.Serializer):
+    month = MonthField(required=False)
+
+
+class TeamAdviceTakenView(generics.GenericAPIView):
+    """A team's month: the findings of its jobs resolved in it and what taking their advice has saved so far,
+    measured on the recurring work's runs after against before (leads, finance and admins)."""
+
+    permission_classes = [HasReadScope]
+    serializer_class = AdviceTakenSerializer
+    filter_backends = [KnownQueryParameters]
+    query_parameters = ("month",)
+
+    @extend_schema(parameters=[OpenApiParameter("month", str, required=False, description="YYYY-MM; default: now")])
+    def get(self, request: Request, slug: str, format: str | None = None) -> Response:
+        self.filter_queryset(Finding.objects.none())  # refuses unknown query parameters
+        user = signed_in_user(request)
+        team = Team.objects.filter(slug=slug).first()
+        if team is None or not can_see_team_detail(user=user, team=team):
+            return error_response(status.HTTP_404_NOT_FOUND, "not_found", "No such team (or not one you lead).")
+        query = AdviceTakenQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        text = query.validated_data.get("month")
+        month = Month.parse(text) if text else Month.of(timezone.now())
+        currency = settings.GOVERNANCE_DEFAULT_CURRENCY
+        taken = advice_taken(
+            findings=findings_visible(user=user, team=team.slug), first=month.start, end=month.end, currency=currency
+        )
+        data = {
+            "team": team.slug, "month": str(month), "resolved": taken.resolved, "measured": len(taken.measured),
+            "saved": to_cents(taken.saved), "currency": currency, "text": taken.text(), "findings": taken.taken,
+        }  # fmt: skip
+        return Response(AdviceTakenSerializer(data).data)
+
+
+class MigrationSideSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    gpu_model = serializers.CharField()
+    runs = serializers.IntegerField()
+    gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=4)
+    cost = serializers.DecimalField(max_digits=20, decimal_places=2)
+    cost_per_gpu_hour = serializers.DecimalField(max_digits=20, decimal_places=4, allow_null=True)
+    sm = serializers.FloatField(allow_null=True, help_text="Used share of the GPU-hours (0-1).")
+    idle_share = serializers.FloatField(allow_null=True, help_text="Share of the cost billed while idle (0-1).")
+    gpu_hours_per_run = serializers.DecimalField(max_digits=20, decimal_places=4, allow_null=True)
+    cost_per_run = serializers.DecimalField(max_digits=20, decimal_places=2, allow_null=True)
+    queue_wait_hours = serializers.FloatField(allow_null=True, help_text="Mean hours from submission to start.")
+
+
+class MigrationWorkloadSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    verdict = serializers.CharField()
+    sides = MigrationSideSerializer(many=True)
+
+
+class MigrationSerializer(serializers.Serializer):
+    project = serializers.CharField(source="project.slug")
+    first = serializers.DateField()
+    last = serializers.DateField()
+    currency = serializers.CharField()
+    compared = serializers.BooleanField(help_text="True: the project ran on more than one cluster or GPU model.")
+    summary = serializers.CharField()
+    sides = MigrationSideSerializer(many=True)
+    workloads = MigrationWorkloadSerializer(many=True)
+
+
+class MigrationQuery(serializers.Serializer):
+    days = serializers.IntegerField(required=False, min_value=1, max_value=MAX_DAYS, default=DEFAULT_DAYS)
+
+
+class ProjectMigrationView(generics.GenericAPIView):
+    """A project's work per cluster and GPU model over the last `days` days, side by side per recurring workload,
+    with a verdict in words (the migration check; the same as /projects/<slug>/migration/ and its CSV)."""
+
+    permission_classes = [HasReadScope]
+    serializer_class = MigrationSerializer
+    filter_backends = [KnownQueryParameters]
+    query_parameters = ("days",)
+
+    @extend_schema(parameters=[OpenApiParameter("days", int, required=False, description="1-366; default 90")])
+    def get(self, request: Request, slug: str, format: str | None = None) -> Response:
+        self.filter_queryset(Finding.objects.none())  # refuses unknown query parameters
+        project = Project.objects.select_related("team").filter(slug=slug).first()
+        if project is None or not teams_visible(user=signed_in_user(request)).filter(pk=project.team_id).exists():
+            return error_response(status.HTTP_404_NOT_FOUND, "not_found", "No such project.")
+        query = MigrationQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        check = migration_check(project=project, days=query.validated_data["days"])
+        data = {
+            "project": project, "first": check.first, "last": check.last, "currency": check.currency,
+            "compared": check.compared, "summary": check.summary(), "sides": check.sides, "workloads": check.workloads,
+        }  # fmt: skip
+        return Response(MigrationSerializer(data).data)
+
+
+URLS = [
+    re_path(r"^findings/(?P<pk>-?\d+)/workload/$", FindingWorkloadView.as_view(), name="finding-workload"),
+    path("teams/<slug:slug>/advice-taken/", TeamAdviceTakenView.as_view(), name="team-advice-taken"),
+    path("projects/<slug:slug>/migration/", ProjectMigrationView.as_view(), name="project-migration"),
+]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -18,6 +18,7 @@ from governance.costs.models import Charge
 from governance.costs.pricing import Rate, RateBook, mig_fraction, rate_at
 from governance.costs.terms import rate_book
 from governance.efficiency.models import LIVE_STATES, Finding
+from governance.efficiency.placement import job_placements
 from governance.efficiency.summary import GpuSummary, HourStat, JobSummary
 from governance.efficiency.waste import DayBill, bills_by_day
 from governance.fleet.models import Gpu
@@ -66,7 +67,8 @@ def job_bills(*, job_ids: Iterable[int]) -> dict[int, JobBill]:
 
 
 def job_summaries(*, job_ids: Iterable[int], now: datetime | None = None) -> list[JobSummary]:
-    """Summaries of the jobs that have started, in five queries whatever their number."""
+    """Summaries of the jobs that have started, in six queries whatever their number (and one per multi-GPU job on
+    a node whose topology shows it could sit nearer)."""
     now = now or timezone.now()
     jobs = list(Job.objects.filter(pk__in=list(job_ids), start_time__isnull=False).select_related("cluster"))
     if not jobs:
@@ -92,11 +94,13 @@ def job_summaries(*, job_ids: Iterable[int], now: datetime | None = None) -> lis
         .annotate(sm=Sum("sm_sum"), n=Sum("sm_samples"))
         if row["n"]
     }
-    return [
+    summaries = [
         _summary(job, rows[job.pk], rate_current(cluster=job.cluster.name, gpu_model=job.gpu_model, at=now, book=book),
                  largest, means, now)
         for job in jobs
     ]  # fmt: skip
+    placed = job_placements(summaries)
+    return [replace(s, placement=placed[s.job_id]) if s.job_id in placed else s for s in summaries]
 
 
 def _summary(job: Job, by_gpu: dict[int, list[dict]], card, largest, means, now: datetime) -> JobSummary:

@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 from math import sqrt
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from governance.efficiency.placement import Placement
 
 MIB_PER_GIB = 1024.0
 
@@ -109,6 +113,7 @@ class JobSummary:
     currency: str = "USD"
     cluster_sm_mean: float | None = None
     largest_node_gpus: int = 0
+    placement: Placement | None = None  # set where the node's topology shows a nearer free set (efficiency.placement)
 
     @property
     def runtime_hours(self) -> float:

@@ -172,3 +172,65 @@ def realised_savings(*, finding: Finding) -> Realised | None:
     before = _runs(usage.filter(job__start_time__gte=window, job__start_time__lt=since))
     after = _runs(usage.filter(job__start_time__gte=since))
     return Realised(since, before, after, finding.currency)
+
+
+TAKEN_LIMIT = 200  # findings measured per team month (two queries each)
+
+
+@dataclass(frozen=True)
+class Taken:
+    """One finding resolved in the month and, for recurring work, what taking it has saved so far."""
+
+    finding: Finding
+    realised: Realised | None
+
+    @property
+    def measured(self) -> bool:
+        return self.realised is not None and self.realised.enough
+
+    def text(self) -> str:
+        if self.realised is None:
+            return "A single job, not recurring work: nothing to compare it with."
+        return self.realised.text()
+
+
+@dataclass(frozen=True)
+class AdviceTaken:
+    """A team's month: the findings resolved in it and what taking their advice saved (measured ones only)."""
+
+    taken: list[Taken]
+    currency: str
+    resolved: int  # all resolved in the month; `taken` holds the latest TAKEN_LIMIT of them
+
+    @property
+    def measured(self) -> list[Taken]:
+        return [t for t in self.taken if t.measured]
+
+    @property
+    def saved(self) -> Decimal:
+        return sum((t.realised.saved for t in self.measured if t.realised), Decimal(0))
+
+    def text(self) -> str:
+        if not self.taken:
+            return "No advice was taken this month (no finding of the team's jobs was resolved)."
+        measured = self.measured
+        waiting = len(self.taken) - len(measured)
+        head = f"Advice taken this month: {self.resolved} finding{'s' if self.resolved != 1 else ''} resolved"
+        if self.resolved > len(self.taken):
+            head += f" (the latest {len(self.taken)} measured)"
+        if not measured:
+            return f"{head}; none has enough runs after it yet to tell what it saved."
+        rest = f"; {waiting} not measured yet (single jobs, or fewer than {MIN_RUNS} runs on a side)" if waiting else ""
+        return (
+            f"{head}; {len(measured)} measured on the runs since, saving {format_money(self.saved, self.currency)} "
+            f"so far{rest}."
+        )
+
+
+def advice_taken(*, findings: QuerySet[Finding], first: datetime, end: datetime, currency: str) -> AdviceTaken:
+    """The given findings (a team's, as the reader may see them) resolved in [first, end), newest first, each with
+    its realised savings (two queries per recurring finding)."""
+    resolved = findings.filter(state=Finding.State.RESOLVED, resolved_at__gte=first, resolved_at__lt=end)
+    latest = resolved.order_by("-resolved_at", "-pk")[:TAKEN_LIMIT]
+    taken = [Taken(f, realised_savings(finding=f)) for f in latest]
+    return AdviceTaken(taken, currency, resolved.count() if len(taken) == TAKEN_LIMIT else len(taken))

@@ -2,8 +2,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from governance.api.audit import audited_action
-from governance.fleet.models import Cluster, Gpu
+from governance.api.audit import MachineRecordAdmin, audited_action
+from governance.fleet.models import Cluster, Gpu, NodeTopology
 from governance.fleet.services import gpus_confirm
 
 
@@ -37,3 +37,10 @@ class GpuAdmin(admin.ModelAdmin):
     def confirm(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:
         done = gpus_confirm(pks=queryset.values_list("pk", flat=True))
         self.message_user(request, f"{len(done)} GPUs confirmed; their days are re-priced.", messages.SUCCESS)
+
+
+@admin.register(NodeTopology)
+class NodeTopologyAdmin(MachineRecordAdmin):
+    list_display = ("node", "gpus", "source", "reported_at")
+    list_filter = ("node__cluster", "source")
+    search_fields = ("node__name",)

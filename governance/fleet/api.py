@@ -2,21 +2,28 @@
 
 from typing import cast
 
+import msgspec
 from django.db.models import QuerySet
+from django.urls import path
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
 from rest_framework.decorators import action
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from collectors.topology import TopologyReport
+from governance.api.auth import HasIngestScope
+from governance.api.errors import error_response
 from governance.api.filters import cluster_filter
 from governance.api.models import ApiToken, AuditEntry
 from governance.api.permissions import AdminOnly, AdminWrites, HasReadScope
 from governance.api.services import audit_entry_record
 from governance.api.viewsets import ApiModelViewSet, ApiReadOnlyViewSet
 from governance.fleet.models import Cluster, Gpu, Node
-from governance.fleet.services import gpus_confirm
+from governance.fleet.services import TopologyNotAllowed, gpus_confirm, node_topology_record
 from governance.org.models import User
 
 
@@ -126,3 +133,42 @@ ROUTES = [
     ("nodes", NodeViewSet, "node"),
     ("gpus", GpuViewSet, "gpu"),
 ]
+
+
+TOPOLOGY_INVALID = "The topology report is invalid; nothing was stored."
+
+
+@extend_schema(
+    request={"application/json": {"type": "object"}},
+    responses={
+        200: OpenApiResponse(description="Stored: the node's topology as reported (the latest report wins)."),
+        400: OpenApiResponse(description="Invalid report (code `invalid_topology`, naming the field and reason), or a "
+                             "cluster the token may not report (code `cluster_not_allowed`)."),
+    },
+)  # fmt: skip
+class TopologyView(APIView):
+    """A collector reports its node's GPU topology, once at start and when it changes: every pair of GPU indexes
+    'i-j' (i < j) with nvidia-smi's link name (NV#, PIX, PXB, PHB, NODE, SYS). The placement rule reads it."""
+
+    permission_classes = [HasIngestScope]
+    parser_classes = [JSONParser]  # read as raw bytes into the report's type; request.data is never touched
+    throttle_scope = "ingest"
+
+    def post(self, request: Request) -> Response:
+        token = cast(ApiToken, request.auth)  # HasIngestScope lets only an ingest ApiToken in
+        try:
+            report = msgspec.json.decode(request._request.body, type=TopologyReport)
+            topology = node_topology_record(report=report, clusters=token.ingest_clusters())
+        except msgspec.ValidationError as exc:
+            return error_response(status.HTTP_400_BAD_REQUEST, "invalid_topology", TOPOLOGY_INVALID, str(exc))
+        except msgspec.DecodeError as exc:
+            return error_response(status.HTTP_400_BAD_REQUEST, "invalid_topology", TOPOLOGY_INVALID, str(exc))
+        except TopologyNotAllowed as exc:
+            return error_response(status.HTTP_400_BAD_REQUEST, "cluster_not_allowed", str(exc))
+        return Response(
+            {"cluster": report.cluster, "node": report.node, "gpus": topology.gpus, "source": topology.source,
+             "reported_at": topology.reported_at}
+        )  # fmt: skip
+
+
+URLS = [path("topology/", TopologyView.as_view(), name="topology")]

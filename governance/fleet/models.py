@@ -71,3 +71,24 @@ class Gpu(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node.name}:{self.index} {self.model}"
+
+
+class NodeTopology(models.Model):
+    """How a node's GPUs are connected, pair by pair, as its collector last reported it (`POST /api/v1/topology/`).
+
+    Links are nvidia-smi's names, nearest first: NV# (NVLink), PIX, PXB (PCIe switches), PHB (the CPU's host
+    bridge), NODE (host bridges of one NUMA node), SYS (across sockets). The placement rule reads them.
+    """
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="topology")
+    gpus = models.PositiveSmallIntegerField(help_text="GPUs on the node, indexes 0 to gpus - 1.")
+    links = models.JSONField(help_text="'i-j' (GPU indexes, i < j) to the link between them, for every pair.")
+    source = models.CharField(max_length=16, help_text="nvml or nvidia-smi.")
+    reported_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "node topology"
+        verbose_name_plural = "node topologies"
+
+    def __str__(self) -> str:
+        return f"{self.node} ({self.gpus} GPUs)"

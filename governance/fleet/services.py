@@ -1,4 +1,5 @@
-"""Writes of the fleet: an admin confirms GPUs seen beyond a cluster's declared capacity."""
+"""Writes of the fleet: an admin confirms GPUs seen beyond a cluster's declared capacity; a collector reports its
+node's GPU topology."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from governance.fleet.models import Gpu
+from collectors.topology import TopologyReport
+from governance.fleet.models import Cluster, Gpu, Node, NodeTopology
 from governance.lib.enqueue import enqueue_on_commit
 
 # Confirmed GPUs are capacity and billed again from their first report: the costs app re-prices (by task name).
@@ -30,3 +32,27 @@ def gpus_confirm(*, pks: Iterable[int], now: datetime | None = None) -> list[int
         if ids:
             enqueue_on_commit(CONFIRMED_TASK, ids)
     return ids
+
+
+class TopologyNotAllowed(Exception):
+    """The token may not report the cluster the topology names."""
+
+
+def node_topology_record(*, report: TopologyReport, clusters: frozenset[str] | None) -> NodeTopology:
+    """Store a node's topology as its collector reports it (the latest report wins), creating the cluster and node
+    if this is the first word of them, as a batch would."""
+    if clusters is not None and report.cluster not in clusters:
+        raise TopologyNotAllowed(f"cluster: this token may not report {report.cluster!r}")
+    with transaction.atomic():
+        cluster, _ = Cluster.objects.get_or_create(name=report.cluster)
+        node, _ = Node.objects.get_or_create(cluster=cluster, name=report.node)
+        topology, _ = NodeTopology.objects.update_or_create(
+            node=node,
+            defaults={
+                "gpus": report.gpus,
+                "links": report.links,
+                "source": report.source,
+                "reported_at": timezone.now(),
+            },
+        )
+    return topology

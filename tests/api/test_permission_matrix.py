@@ -187,6 +187,14 @@ ROWS = [
     Row("v1:findings", "get", lambda w: f"{V1}/findings/", everyone(200)),
     Row("v1:finding-realised", "get", lambda w: f"{V1}/findings/{w.finding_bob.pk}/realised/",
         seen_by(200, "nlp_lead")),
+    Row("v1:finding-workload", "get", lambda w: f"{V1}/findings/{w.finding_bob.pk}/workload/",
+        seen_by(200, "nlp_lead")),
+    # A team's advice taken: its leads (the findings' detail); the migration check: whoever sees the team's totals.
+    Row("v1:team-advice-taken", "get", lambda w: f"{V1}/teams/nlp/advice-taken/?month=2026-11",
+        seen_by(200, "nlp_lead")),
+    Row("v1:project-migration", "get", lambda w: f"{V1}/projects/llm-pretrain/migration/", seen_by(200, *NLP)),
+    Row("v1:project-migration", "get", lambda w: f"{V1}/projects/detector/migration/?days=30",
+        seen_by(200, "vision_lead")),
     Row(
         "v1:finding-state",
         "post",
@@ -344,6 +352,9 @@ ROWS = [
         {"ids": "1", "state": "acknowledged"}),
     # Efficiency pages: a job and its findings as the job's visibility allows; the fleet for everyone.
     Row("efficiency:job", "get", lambda w: f"/jobs/{w.job_alice.pk}/", page_seen_by(200, *NLP)),
+    Row("efficiency:migration", "get", lambda w: "/projects/llm-pretrain/migration/", page_seen_by(200, *NLP)),
+    Row("efficiency:migration-csv", "get", lambda w: "/projects/detector/migration.csv",
+        page_seen_by(200, "vision_lead")),
     Row("efficiency:job", "get", lambda w: f"/jobs/{w.job_bob.pk}/", page_seen_by(200, "nlp_lead")),
     Row("efficiency:job", "get", lambda w: f"/jobs/{w.job_dave.pk}/", page_seen_by(200, "vision_lead")),
     Row("efficiency:job", "get", lambda w: f"/jobs/{w.job_zed.pk}/", page_seen_by(200)),

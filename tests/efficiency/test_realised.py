@@ -87,3 +87,33 @@ def test_an_open_finding_has_nothing_realised_and_another_teams_is_not_found(cli
     assert body["enough_runs"] is False and body["saved"] is None and body["text"].startswith("Not measured")
     assert hidden.status_code == 404
     assert Decimal(body["finding_id"]) == finding.pk
+
+
+def test_the_team_month_and_the_api_tell_the_advice_taken_and_what_it_saved(client, cast):
+    fixed_halfway(cast, runs_after=3)
+    client.force_login(cast.nlp_lead)
+
+    page = client.get("/costs/team/nlp/?month=2026-11").content.decode()
+    body = client.get("/api/v1/teams/nlp/advice-taken/?month=2026-11").json()
+    october = client.get("/api/v1/teams/nlp/advice-taken/?month=2026-10").json()
+    client.force_login(cast.alice)
+    engineer = client.get("/api/v1/teams/nlp/advice-taken/?month=2026-11")
+
+    said = "Advice taken this month: 1 finding resolved; 1 measured on the runs since, saving 18.00 USD so far."
+    assert said in page
+    assert (body["resolved"], body["measured"], body["saved"], body["text"]) == (1, 1, "18.00", said)
+    assert body["findings"][0]["rule"] == "idle_gpu" and body["findings"][0]["saved"] == "18.00"
+    assert (october["resolved"], october["saved"]) == (0, "0.00")
+    assert engineer.status_code == 404
+    assert_billing_invariants()
+
+
+def test_a_finding_on_recurring_work_tells_its_workload_in_the_api(client, cast):
+    finding = fixed_halfway(cast, runs_after=3)
+    client.force_login(cast.nlp_lead)
+
+    body = client.get(f"/api/v1/findings/{finding.pk}/workload/").json()
+
+    assert (body["recurring"], body["labelled_by"], body["name"], body["runs"]) == (True, "name", "nightly-eval", 6)
+    assert body["text"].startswith("The nightly-eval runs of ")
+    assert Decimal(body["savings"]) <= Decimal(body["cost"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -44,7 +45,9 @@ from governance.dashboard.figures.costs import budget_gauge, cost_by, cost_trend
 from governance.dashboard.footprint import footprint_panel
 from governance.dashboard.forecasts import forecast_panel
 from governance.dashboard.tables import Table, groups_table, jobs_table, table_csv
+from governance.efficiency.migration import projects_to_check
 from governance.efficiency.selectors import findings_visible
+from governance.efficiency.workloads import advice_taken
 from governance.lib.format import HOURS_UNIT
 from governance.lib.money import printed
 from governance.lib.months import Month
@@ -197,6 +200,7 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
         thresholds = budget.thresholds or DEFAULT_THRESHOLDS
         context["gauge"] = budget_gauge(breakdown.cost, budget.amount, budget.currency, thresholds)
     if detail:
+        month_last_day = timezone.localtime(min(month.end - timedelta(seconds=1), timezone.now())).date()
         trend = [(str(m), cost, idle) for m, cost, idle in team_trend(month=month, team_id=team.pk)]
         findings = findings_visible(user=signed_in_user(request), team=team.slug, state="open")
         context.update(
@@ -207,7 +211,12 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
             tables=list(team_tables(team, month, line).values()),
             findings_count=findings.count(),
             finding_groups=group_by_job(findings[:60]),
-        )
+            advice_taken=advice_taken(
+                findings=findings_visible(user=signed_in_user(request), team=team.slug),
+                first=month.start, end=month.end, currency=breakdown.currency,
+            ),
+            migration_projects=projects_to_check(team_id=team.pk, today=month_last_day),
+        )  # fmt: skip
     return render(request, "costs/team_month.html", context)
 
 
