@@ -34,6 +34,7 @@ EXEMPT: dict[str, str] = {
     "usage.sample": "raw samples",
     "usage.jobgpuhour": "rollups",
     "usage.gpuhour": "rollups",
+    "usage.clusterhour": "a rollup of the GPU-hours, kept by the pricing pass",
     "usage.pricingmark": "the pricing pass's to-do list",
     "usage.collectorstatus": "each collector's last batch, kept by the periodic check from the inbox",
     "costs.charge": "the ledger, derived from usage and terms (the terms are audited)",

@@ -48,6 +48,7 @@ from governance.fleet.models import Cluster
 from governance.lib.enqueue import enqueue_on_commit
 from governance.lib.months import Month
 from governance.usage.models import Job, JobGpuHour, PricingMark
+from governance.usage.utilisation import cluster_hours_refresh
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +167,7 @@ def reprice(
     for month in closed:
         corrections.corrections_refresh(corrected=month, now=now)
     ledger_days_refresh(touched)
+    cluster_hours_refresh(touched)
     return Repriced(job_days=sum(len(d) for d in job_days.values()), cluster_days=len(touched),
                     corrected_months=len(closed))  # fmt: skip
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connection
+from django.db.models import Count
 
 from governance.fleet.models import Gpu, Node
 from governance.usage.models import GpuHour
@@ -91,23 +91,17 @@ def _rows(cluster_id: int, node: str | None, max_rows: int) -> _Rows:
         row_of = {slot: r for r, slot in enumerate(slots)}
         return _Rows("gpu", [pk for *_, pk in listed], [row_of[(n, i)] for n, i, _ in listed],
                      [f"{n}:{i}" for n, i in slots], [n for n, _ in slots])  # fmt: skip
-    sizes = dict(_gpus_per_node(gpus.values_list("node_id", flat=True)))
-    nodes = sorted(Node.objects.filter(cluster_id=cluster_id).values_list("name", "pk"))
+    counted = list(Node.objects.filter(cluster_id=cluster_id).annotate(n=Count("gpus")).values_list("name", "pk", "n"))
+    sizes = {pk: n for _, pk, n in counted}
+    nodes = sorted((name, pk) for name, pk, _ in counted)
     if len(nodes) <= max_rows:
-        labels = [f"{name} ({sizes.get(pk, 0)} GPUs)" for name, pk in nodes]
+        labels = [f"{name} ({sizes[pk]} GPUs)" for name, pk in nodes]
         return _Rows("node", [pk for _, pk in nodes], list(range(len(nodes))), labels, [name for name, _ in nodes])
     per_row = math.ceil(len(nodes) / max_rows)
     runs = [nodes[i : i + per_row] for i in range(0, len(nodes), per_row)]
     labels = [f"{run[0][0]} … {run[-1][0]} ({len(run)} nodes)" for run in runs]
     return _Rows("nodes", [pk for _, pk in nodes], [i // per_row for i in range(len(nodes))], labels,
                  [run[0][0] for run in runs])  # fmt: skip
-
-
-def _gpus_per_node(node_ids: Iterable[int]) -> dict[int, int]:
-    out: dict[int, int] = defaultdict(int)
-    for pk in node_ids:
-        out[pk] += 1
-    return out
 
 
 def _cells(cluster_id: int, start: datetime, end: datetime, t0: datetime, width: timedelta,

@@ -13,15 +13,15 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, F, FloatField, Max, Q, Sum
-from django.db.models.functions import Cast, NullIf
+from django.db.models import Count, FloatField, Max, Q, Sum
+from django.db.models.functions import Cast
 
 from governance.costs.models import Charge
 from governance.costs.selectors import UNATTRIBUTED, TeamCharge, chargeback_months
 from governance.lib.months import Month
 from governance.org.models import Team, User
 from governance.org.selectors import job_visibility_filter, teams_visible
-from governance.usage.models import GpuHour, Job, JobGpuHour
+from governance.usage.models import ClusterHour, Job, JobGpuHour
 
 TOP_JOBS = 10
 
@@ -77,15 +77,12 @@ def _team_name(name: str | None) -> str:
 
 
 def cluster_utilisation(*, start: datetime, end: datetime, cluster_id: int | None = None) -> list[UtilisationHour]:
-    """Per hour: utilisation-weighted GPU-hours (mean SM of each GPU) and capacity (GPUs reporting)."""
-    hours = GpuHour.objects.filter(hour__gte=start, hour__lt=end, samples__gt=0)
+    """Per hour: utilisation-weighted GPU-hours (mean SM of each GPU) and capacity (GPUs reporting), from the
+    per cluster-hour rollup."""
+    hours = ClusterHour.objects.filter(hour__gte=start, hour__lt=end)
     if cluster_id is not None:
-        hours = hours.filter(gpu__cluster_id=cluster_id)
-    rows = (
-        hours.values("hour")
-        .annotate(used=Sum(F("sm_sum") / Cast(NullIf("sm_samples", 0), FloatField()) / 100.0), capacity=Count("id"))
-        .order_by("hour")
-    )
+        hours = hours.filter(cluster_id=cluster_id)
+    rows = hours.values("hour").annotate(used=Sum("used_gpu_hours"), capacity=Sum("gpus")).order_by("hour")
     return [UtilisationHour(r["hour"], float(r["used"] or 0.0), float(r["capacity"])) for r in rows]
 
 
