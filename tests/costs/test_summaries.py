@@ -19,6 +19,11 @@ pytestmark = pytest.mark.django_db
 NOV, DEC = Month(2026, 11), Month(2026, 12)
 
 
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def job(job_id: str, start: str, end: str | None, gpus: int = 1, state: str = "completed"):
     return job_record(job_id=job_id, gpus=gpus, start_time=start, submit_time=start, end_time=end, state=state)
 
