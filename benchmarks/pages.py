@@ -1,5 +1,8 @@
 """Pages: the overview for a month of a 256-GPU cluster, built through the real write path, then rolled back;
-and the overview and a team's month page at 256 and 2,560 GPUs, priced into the ledger (goal: flat, under 300 ms)."""
+the overview and a team's month page at 256 GPUs, and the overview, a team's month, the finance month and the
+cluster heatmap at 2,560 GPUs (real write path, priced) and 25,600 (written straight into rollups, ledger and
+summary: benchmarks/fleet_month.py). Goal: `<page>_flat_10x` <= 1.3, each under 300 ms at 25,600 GPUs, the
+heatmap under 500 ms."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from django.db import connection, transaction
 from django.db.models import Sum
 from django.test import RequestFactory
 
+from benchmarks.fleet_month import fleet_month_write
 from benchmarks.harness import Out, median_ms, ratio
 from collectors.records import Batch
 from collectors.simulate import GPU_MODEL, SimulatedCluster
@@ -21,8 +25,8 @@ from governance.costs.models import Charge, RateCard
 from governance.costs.reprice import charges_reprice
 from governance.dashboard.charts import overview_charts
 from governance.dashboard.filters import filters_parse
-from governance.dashboard.views.costs import team_month
-from governance.dashboard.views.overview import overview
+from governance.dashboard.views.costs import finance_month, team_month
+from governance.dashboard.views.overview import heatmap, overview
 from governance.lib.months import Month
 from governance.org.models import Team, User
 from governance.usage.services import usage_records_write
@@ -75,7 +79,7 @@ def _analyze() -> None:
         with connection.cursor() as cursor:
             cursor.execute(
                 "ANALYZE usage_job, usage_jobgpuhour, usage_gpuhour, fleet_gpu, fleet_node, costs_charge,"
-                " efficiency_finding"
+                " costs_ledgerday, costs_capacityday, efficiency_finding"
             )
 
 
@@ -87,8 +91,31 @@ def _just_after_the_month():
     return time_machine.travel(MONTH.end + timedelta(hours=6), tick=True)
 
 
-def _pages_at(gpus: int, out: Out) -> tuple[float, float]:
-    """The overview and the largest team's month for a month of `gpus` GPUs, priced; rolled back after."""
+PAGES = ("overview", "team_month", "finance_month", "heatmap")
+FLEET_GPUS = int(os.environ.get("BENCH_PAGES_FLEET_GPUS", "25600"))
+
+
+def _page_times(cluster: str) -> dict[str, float]:
+    """Median ms of the overview, the costliest team's month, the finance month and the cluster's month heatmap,
+    as an admin opens them."""
+    _analyze()
+    user = User.objects.create(username=f"bench-{uuid.uuid4().hex[:8]}", role=User.Role.ADMIN)
+    team_id = (
+        Charge.objects.filter(month=MONTH.start.date(), team__isnull=False)
+        .values("team_id").annotate(c=Sum("cost")).order_by("-c").values_list("team_id", flat=True).first()
+    )  # fmt: skip
+    slug = Team.objects.get(pk=team_id).slug
+    request = RequestFactory().get("/", {"month": str(MONTH)})
+    request.user = user
+    cells = RequestFactory().get("/cluster/", {"month": str(MONTH), "cluster": cluster})
+    cells.user = user
+    pages = (_page(overview, request), _page(team_month, request, slug), _page(finance_month, request),
+             _page(heatmap, cells))  # fmt: skip
+    return dict(zip(PAGES, (round(ms, 1) for ms in median_ms(*pages, repeats=REPEATS)), strict=True))
+
+
+def _pages_at(gpus: int, out: Out) -> dict[str, float]:
+    """The pages for a month of `gpus` GPUs through the real write path, priced; rolled back after."""
     with _just_after_the_month(), transaction.atomic():
         started = time.perf_counter()
         _load(gpus, f"bench-pages-{gpus}", create_projects=True)
@@ -96,32 +123,35 @@ def _pages_at(gpus: int, out: Out) -> tuple[float, float]:
         started = time.perf_counter()
         charges_reprice(budget_s=None)
         out(f"pages_bench_price_{gpus}_s", round(time.perf_counter() - started, 1))
-        _analyze()
-        user = User.objects.create(username=f"bench-{uuid.uuid4().hex[:8]}", role=User.Role.ADMIN)
-        team_id = (
-            Charge.objects.filter(month=MONTH.start.date(), team__isnull=False)
-            .values("team_id").annotate(c=Sum("cost")).order_by("-c").values_list("team_id", flat=True).first()
-        )  # fmt: skip
-        slug = Team.objects.get(pk=team_id).slug
-        request = RequestFactory().get("/", {"month": str(MONTH)})
-        request.user = user
-        overview_ms, team_ms = (
-            round(ms, 1)
-            for ms in median_ms(_page(overview, request), _page(team_month, request, slug), repeats=REPEATS)
-        )
+        times = _page_times(f"bench-pages-{gpus}")
         transaction.set_rollback(True)
-    return overview_ms, team_ms
+    return times
+
+
+def _pages_at_fleet(gpus: int, out: Out) -> dict[str, float]:
+    """The pages for a month of `gpus` GPUs written straight into rollups, ledger and summary; rolled back after."""
+    with _just_after_the_month(), transaction.atomic():
+        started = time.perf_counter()
+        fleet_month_write(gpus=gpus, month=MONTH, cluster=f"bench-fleet-{gpus}", model=GPU_MODEL)
+        out(f"pages_bench_write_{gpus}_s", round(time.perf_counter() - started, 1))
+        times = _page_times(f"bench-fleet-{gpus}")
+        transaction.set_rollback(True)
+    return times
 
 
 def run_pages(out: Out) -> None:
     small = _pages_at(256, out)
-    out("overview_ms_256", small[0])
-    out("team_month_ms_256", small[1])
+    out("overview_ms_256", small["overview"])
+    out("team_month_ms_256", small["team_month"])
     large = _pages_at(2560, out)
-    out("overview_ms_2560", large[0])
-    out("overview_flat", ratio(large[0], small[0]))
-    out("team_month_ms_2560", large[1])
-    out("team_month_flat", ratio(large[1], small[1]))
+    for page in PAGES:
+        out(f"{page}_ms_2560", large[page])
+    out("overview_flat", ratio(large["overview"], small["overview"]))
+    out("team_month_flat", ratio(large["team_month"], small["team_month"]))
+    fleet = _pages_at_fleet(FLEET_GPUS, out)
+    for page in PAGES:
+        out(f"{page}_ms_{FLEET_GPUS}", fleet[page])
+        out(f"{page}_flat_10x", ratio(fleet[page], large[page]))
 
 
 def run(out: Out) -> None:
@@ -133,6 +163,7 @@ def run_overview(out: Out) -> None:
     with _just_after_the_month(), transaction.atomic():
         started = time.perf_counter()
         samples = _load()
+        charges_reprice(budget_s=None)  # as the worker would: the ledger and the cluster-hours the overview reads
         out("overview_bench_load_s", round(time.perf_counter() - started, 1))
         out("overview_bench_samples", samples)
         if connection.vendor == "postgresql":

@@ -8,6 +8,8 @@
   exact total rounded, and each team's printed breakdowns sum to the team's printed line (the pages' own builders).
 - Billing is bounded by what exists: per cluster, GPU model and hour, the GPU-hours usage rows bill are at most the
   GPUs the cluster has then (declared, else the confirmed GPUs collectors saw).
+- The pages' summary is the ledger summed: per day, cluster, team, GPU model and kind of line, the summary
+  (`LedgerDay`) holds exactly the ledger's rows' count and sums, no group missing and none extra.
 - Waste is a partition of the bill: the findings' waste of a job is at most the job's usage charges, and of a
   team at most the team's.
 - Savings are measured, not extrapolated: a finding's savings are at most what its job cost since the window the
@@ -22,12 +24,14 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import Count, Sum
 
 from collectors.mig import UnknownMigProfile
-from governance.costs.models import AllocatedHour, Charge, MonthClose, StatementLine
+from governance.costs.ledger import AMOUNTS
+from governance.costs.models import AllocatedHour, Charge, LedgerDay, MonthClose, StatementLine
 from governance.costs.pricing import mig_fraction
 from governance.costs.selectors import reconcile
+from governance.costs.summaries import KEY as SUMMARY_KEY
 from governance.costs.terms import TermsByMonth
 from governance.fleet.models import Gpu
 from governance.lib.money import to_cents
@@ -297,8 +301,25 @@ def assert_savings_within_spend() -> dict[str, dict]:
     return {"teams": teams}
 
 
+def assert_summaries_equal_ledger() -> None:
+    ledger = {
+        tuple(r[k] for k in SUMMARY_KEY): (r["n"], *(r[f"s_{a}"] for a in AMOUNTS))
+        for r in Charge.objects.values(*SUMMARY_KEY).annotate(n=Count("id"), **{f"s_{a}": Sum(a) for a in AMOUNTS})
+        .order_by()
+    }  # fmt: skip
+    summary = [
+        (tuple(r[k] for k in SUMMARY_KEY), (r["rows"], *(r[a] for a in AMOUNTS)))
+        for r in LedgerDay.objects.values(*SUMMARY_KEY, "rows", *AMOUNTS)
+    ]
+    assert len(summary) == len(dict(summary)), "the ledger's summary holds a group twice"
+    missing = {k: v for k, v in ledger.items() if dict(summary).get(k) != v}
+    extra = {k: v for k, v in summary if k not in ledger}
+    assert not missing and not extra, f"the summary differs from the ledger: ledger {missing}, summary only {extra}"
+
+
 def assert_billing_invariants(before: ClosedTotals | None = None) -> None:
     assert_every_month_reconciles()
+    assert_summaries_equal_ledger()
     assert_billed_within_capacity()
     assert_corrections_well_formed()
     assert_printed_totals_add_up()

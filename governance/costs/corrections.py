@@ -13,6 +13,7 @@ from django.db.models import Max, Sum
 
 from governance.costs.ledger import AMOUNTS, ZERO
 from governance.costs.models import Charge, MonthClose, StatementLine
+from governance.costs.summaries import ledger_days_refresh
 from governance.fleet.models import Cluster
 from governance.lib.months import Month
 
@@ -110,4 +111,5 @@ def corrections_refresh(*, corrected: Month, now: datetime) -> int:
         kind=Charge.Kind.ADJUSTMENT, corrects=corrected.start.date(), month=landing.start.date()
     ).delete()
     Charge.objects.bulk_create(rows, batch_size=2000)
+    ledger_days_refresh((pk, landing.start.date()) for pk in clusters.values())
     return len(rows)

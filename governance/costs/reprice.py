@@ -42,11 +42,13 @@ from governance.costs.ledger_writes import WRITE_BATCH, rows_insert, usage_repla
 from governance.costs.locks import lock_cluster_days, lock_jobs, lock_months
 from governance.costs.models import CapacityDay, Charge
 from governance.costs.overclaims import gpus_confirmation_refresh
+from governance.costs.summaries import ledger_days_refresh
 from governance.costs.terms import SHARE, TermsByMonth
 from governance.fleet.models import Cluster
 from governance.lib.enqueue import enqueue_on_commit
 from governance.lib.months import Month
 from governance.usage.models import Job, JobGpuHour, PricingMark
+from governance.usage.utilisation import cluster_hours_refresh
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +166,8 @@ def reprice(
     closed = sorted({month_of(d) for _, d in touched if terms.closed(month_of(d))})
     for month in closed:
         corrections.corrections_refresh(corrected=month, now=now)
+    ledger_days_refresh(touched)
+    cluster_hours_refresh(touched)
     return Repriced(job_days=sum(len(d) for d in job_days.values()), cluster_days=len(touched),
                     corrected_months=len(closed))  # fmt: skip
 

@@ -18,7 +18,7 @@ from django.db.models import Count, Max, Q, QuerySet, Sum
 from governance.costs.commitment_checks import commitments_check
 from governance.costs.corrections import closed_months
 from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO, line_name
-from governance.costs.models import CapacityDay, Charge, MonthClose, StatementLine
+from governance.costs.models import CapacityDay, Charge, LedgerDay, MonthClose, StatementLine
 from governance.costs.unpriced import unpriced_problems
 from governance.lib.money import printed, to_cents
 from governance.lib.months import Month
@@ -144,7 +144,9 @@ def chargeback_by_team(
     """Per team (by id; the unattributed jobs and the unallocated line under None, by name), the month's GPU-hours,
     cost and idle cost, corrections included: the statement's lines. The printed cents are placed over every line
     of the month (or of the cluster), whatever `team_ids` keeps, so a team's figure is the same on every page."""
-    rows = month_rows(month)
+    close = month_closed(month)
+    # An open month's figures come from the ledger's per-day summary: a row per team and day, not per job-day.
+    rows = month_rows(month, close=close) if close else LedgerDay.objects.filter(month=month.start.date())
     if cluster_name:
         rows = rows.filter(cluster_name=cluster_name)
     currency = _currency(rows)
@@ -256,7 +258,7 @@ def team_trend(*, month: Month, team_id: int, months: int = 12) -> list[tuple[Mo
         .values_list("close__month", "cost", "idle")
     )
     live = (
-        Charge.objects.filter(month__in=[m.start.date() for m in wanted if m not in closed], team_id=team_id)
+        LedgerDay.objects.filter(month__in=[m.start.date() for m in wanted if m not in closed], team_id=team_id)
         .values("month")
         .annotate(cost=Sum("cost"), idle=Sum("idle_cost"))
         .values_list("month", "cost", "idle")

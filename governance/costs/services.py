@@ -41,6 +41,7 @@ from governance.costs.models import (
 )
 from governance.costs.owned import Derivation, owned_rate_derive
 from governance.costs.reprice import month_reprice
+from governance.costs.summaries import ledger_days_refresh
 from governance.costs.terms import live_terms
 from governance.costs.unpriced import CLOSE_REFUSED, unpriced_usage
 from governance.fleet.models import Cluster
@@ -201,7 +202,8 @@ def billing_mode_set(*, cluster: str, mode: str, valid_from: datetime) -> Billin
             rows = rows.filter(month__gte=closed.end.date())
         for day in rows.values_list("day", flat=True).distinct():
             billed = terms.billed(cluster_obj.name, datetime.combine(day, time(), tzinfo=UTC) + timedelta(days=1))
-            rows.filter(day=day).exclude(billed=billed).update(billed=billed)
+            if rows.filter(day=day).exclude(billed=billed).update(billed=billed):
+                ledger_days_refresh([(cluster_obj.pk, day)])
     return term
 
 

@@ -23,8 +23,9 @@ from governance.dashboard.figures.overview import (
     utilisation_over_time,
 )
 from governance.dashboard.filters import Filters
+from governance.dashboard.grid import GpuGrid, gpu_grid
 from governance.fleet.models import Cluster
-from governance.lib.downsample import grid_mean_buckets, ratio_buckets
+from governance.lib.downsample import ratio_buckets
 from governance.org.models import Team, User
 from governance.org.selectors import teams_led, teams_visible
 
@@ -154,12 +155,14 @@ def _money_scope(user: User, team: Team | None) -> tuple[list[int] | None, dict]
     return ids, {"team_ids": ids, "user_name": user.username}
 
 
-def heatmap_chart(f: Filters, cluster: Cluster, user: User) -> Chart:
-    grid = selectors.gpu_grid(cluster_id=cluster.pk, start=f.start, end=f.end)
-    holders = selectors.gpu_holders(user=user, cluster_id=cluster.pk, start=f.start, end=f.end)
-    labels = [f"{row} · {holders[row]}" if row in holders else row for row in grid.rows]
-    columns, values = grid_mean_buckets(grid.columns, grid.values, MAX_HEATMAP_CELLS)
+def heatmap_chart(f: Filters, cluster: Cluster, user: User, node: str | None = None) -> tuple[Chart, GpuGrid]:
+    grid = gpu_grid(cluster_id=cluster.pk, start=f.start, end=f.end, node=node, max_cells=MAX_HEATMAP_CELLS)
+    labels = grid.rows
+    if grid.per == "gpu":  # who held a GPU is named where a row is one GPU
+        holders = selectors.gpu_holders(user=user, cluster_id=cluster.pk, start=f.start, end=f.end)
+        labels = [f"{row} · {holders[row]}" if row in holders else row for row in grid.rows]
     # Plotly centres a cell on its x: label each bucket by its middle so it spans the hours it covers.
-    half = (columns[1] - columns[0]) / 2 if len(columns) > 1 else grid.step / 2
-    figure = gpu_heatmap(labels, [(c + half).strftime(X_FORMAT) for c in columns], values)
-    return Chart("heatmap", figure, f"No GPU of {cluster} reported in this range. Pick another range.", wide=True)
+    half = grid.step / 2
+    figure = gpu_heatmap(labels, [(c + half).strftime(X_FORMAT) for c in grid.columns], grid.values)
+    chart = Chart("heatmap", figure, f"No GPU of {cluster} reported in this range. Pick another range.", wide=True)
+    return chart, grid

@@ -9,21 +9,20 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, F, FloatField, Max, Q, QuerySet, Sum
-from django.db.models.functions import Cast, NullIf, TruncDay, TruncHour
+from django.db.models import Count, FloatField, Max, Q, Sum
+from django.db.models.functions import Cast
 
 from governance.costs.models import Charge
 from governance.costs.selectors import UNATTRIBUTED, TeamCharge, chargeback_months
 from governance.lib.months import Month
 from governance.org.models import Team, User
 from governance.org.selectors import job_visibility_filter, teams_visible
-from governance.usage.models import GpuHour, Job, JobGpuHour
+from governance.usage.models import ClusterHour, Job, JobGpuHour
 
-HOURLY_UP_TO = timedelta(days=62)
 TOP_JOBS = 10
 
 
@@ -53,14 +52,6 @@ class JobWaste:
     currency: str
 
 
-@dataclass(frozen=True)
-class GpuGrid:
-    rows: list[str]
-    columns: list[datetime]
-    values: list[list[float | None]]
-    step: timedelta
-
-
 def _visible_team_names(user: User, team: Team | None) -> set[str]:
     teams = teams_visible(user=user)
     if team is not None:
@@ -86,15 +77,12 @@ def _team_name(name: str | None) -> str:
 
 
 def cluster_utilisation(*, start: datetime, end: datetime, cluster_id: int | None = None) -> list[UtilisationHour]:
-    """Per hour: utilisation-weighted GPU-hours (mean SM of each GPU) and capacity (GPUs reporting)."""
-    hours = GpuHour.objects.filter(hour__gte=start, hour__lt=end, samples__gt=0)
+    """Per hour: utilisation-weighted GPU-hours (mean SM of each GPU) and capacity (GPUs reporting), from the
+    per cluster-hour rollup."""
+    hours = ClusterHour.objects.filter(hour__gte=start, hour__lt=end)
     if cluster_id is not None:
-        hours = hours.filter(gpu__cluster_id=cluster_id)
-    rows = (
-        hours.values("hour")
-        .annotate(used=Sum(F("sm_sum") / Cast(NullIf("sm_samples", 0), FloatField()) / 100.0), capacity=Count("id"))
-        .order_by("hour")
-    )
+        hours = hours.filter(cluster_id=cluster_id)
+    rows = hours.values("hour").annotate(used=Sum("used_gpu_hours"), capacity=Sum("gpus")).order_by("hour")
     return [UtilisationHour(r["hour"], float(r["used"] or 0.0), float(r["capacity"])) for r in rows]
 
 
@@ -192,33 +180,6 @@ def jobs_top_waste(
     return out
 
 
-def gpu_grid(*, cluster_id: int, start: datetime, end: datetime) -> GpuGrid:
-    """Mean SM % of every GPU of a cluster per hour (per day beyond two months); None where it did not report."""
-    daily = end - start > HOURLY_UP_TO
-    step = timedelta(days=1) if daily else timedelta(hours=1)
-    bucket = TruncDay("hour") if daily else TruncHour("hour")
-    rows: QuerySet = (
-        GpuHour.objects.filter(gpu__cluster_id=cluster_id, hour__gte=start, hour__lt=end, samples__gt=0)
-        .annotate(bucket=bucket)
-        .values("gpu__node__name", "gpu__index", "bucket")
-        .annotate(sm=Sum("sm_sum"), n=Sum("sm_samples"))
-        .order_by()
-    )
-    columns: list[datetime] = []
-    moment = bucket_floor(start, daily)
-    while moment < end:
-        columns.append(moment)
-        moment += step
-    position = {c: i for i, c in enumerate(columns)}
-    grid: dict[str, list[float | None]] = {}
-    for r in rows:
-        label = f"{r['gpu__node__name']}:{r['gpu__index']}"
-        cells = grid.setdefault(label, [None] * len(columns))
-        cells[position[r["bucket"]]] = r["sm"] / r["n"] if r["n"] else None  # SM unknown: a blank cell
-    labels = sorted(grid, key=_node_order)
-    return GpuGrid(rows=labels, columns=columns, values=[grid[label] for label in labels], step=step)
-
-
 def gpu_holders(*, user: User, cluster_id: int, start: datetime, end: datetime) -> dict[str, str]:
     """Per GPU label (node:index), the job that held it longest in the range and its team, as "job (team)";
     "+N" when others held it too. Only jobs the user may see are named; another's is "a job you may not see"."""
@@ -245,13 +206,3 @@ def gpu_holders(*, user: User, cluster_id: int, start: datetime, end: datetime) 
         name = f"job {visible[top][0]} ({visible[top][1]})" if top in visible else "a job you may not see"
         out[label] = name + (f" +{len(jobs) - 1}" if len(jobs) > 1 else "")
     return out
-
-
-def bucket_floor(moment: datetime, daily: bool) -> datetime:
-    moment = moment.replace(minute=0, second=0, microsecond=0)
-    return moment.replace(hour=0) if daily else moment
-
-
-def _node_order(label: str) -> tuple[str, int]:
-    node, _, index = label.rpartition(":")
-    return node, int(index)

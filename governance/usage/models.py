@@ -216,6 +216,26 @@ class GpuHour(models.Model):
         return f"GPU {self.gpu_id} {self.hour:%Y-%m-%d %H}h"
 
 
+class ClusterHour(models.Model):
+    """A cluster's utilisation in one hour, from its GPU-hours: the GPUs that reported and the sum of their mean SM
+    (as GPU-hours used). Kept by the pricing pass for the cluster-days ingest marked (governance/usage/utilisation.py),
+    so the overview reads a row per cluster-hour, not one per GPU-hour."""
+
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField()
+    gpus = models.PositiveIntegerField(help_text="GPUs with samples in the hour (capacity, GPU-hours).")
+    used_gpu_hours = models.FloatField(help_text="Sum over those GPUs of their mean SM / 100.")
+
+    class Meta:
+        verbose_name = "cluster-hour"
+        ordering = ["hour"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "hour"], name="clusterhour_unique")]
+        indexes = [models.Index(fields=["hour"], name="clusterhour_hour_idx")]
+
+    def __str__(self) -> str:
+        return f"cluster {self.cluster_id} {self.hour:%Y-%m-%d %H}h"
+
+
 class PricingMark(models.Model):
     """A day whose charges ingest (or a change of a job) touched: the worker re-prices it and deletes the mark.
 

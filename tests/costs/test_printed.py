@@ -17,6 +17,7 @@ from governance.costs.corrections import REASONS
 from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED
 from governance.costs.models import Charge
 from governance.costs.services import statement_close
+from governance.costs.summaries import ledger_days_rebuild
 from governance.fleet.models import Cluster
 from governance.lib.money import to_cents
 from governance.lib.months import Month
@@ -68,6 +69,7 @@ def write_ledger(cast, cluster: Cluster, ledger) -> None:
                          cost=correction, corrects=date(2026, 10, 1), corrected_kind="usage",
                          reason="correction of 2026-10: late usage"))  # fmt: skip
     Charge.objects.bulk_create(rows)
+    ledger_days_rebuild()  # written by hand, not by a pricing pass: its summary too
 
 
 def csv_rows(response) -> list[dict[str, str]]:

@@ -5,6 +5,7 @@ from governance.costs.models.common import DEFAULT_MODEL, HOURS, MONEY
 from governance.costs.models.failures import PricingFailure
 from governance.costs.models.ledger import CapacityDay, Charge, MonthClose, StatementLine
 from governance.costs.models.overclaims import AllocatedHour, OverClaim
+from governance.costs.models.summaries import LedgerDay
 from governance.costs.models.terms import (
     BillingModeTerm,
     Commitment,
@@ -17,6 +18,6 @@ from governance.costs.models.terms import (
 
 __all__ = [
     "DEFAULT_MODEL", "HOURS", "MONEY", "AllocatedHour", "Anomaly", "BillingModeTerm", "Budget", "BudgetAlert",
-    "CapacityDay", "Charge", "Commitment", "DeclaredCapacity", "GridIntensity", "MonthClose", "OverClaim",
+    "CapacityDay", "Charge", "Commitment", "DeclaredCapacity", "GridIntensity", "LedgerDay", "MonthClose", "OverClaim",
     "OwnedGpuCost", "PricingFailure", "RateCard", "StatementLine", "UnallocatedPolicyTerm",
 ]  # fmt: skip

@@ -60,8 +60,14 @@ def heatmap(request: HttpRequest) -> HttpResponse:
     user = signed_in_user(request)
     f = filters_parse(query=request.GET, user=user)
     cluster = f.cluster or (f.clusters.first() if f.clusters is not None else None)
-    charts = [heatmap_chart(f, cluster, user)] if cluster is not None else []
-    context = {"f": f, "cluster": cluster, "charts": charts, "ranges": RELATIVE_RANGES, "refresh": REFRESH_S}
+    # A node's own GPUs: the drill-down from a heatmap whose rows are nodes.
+    node = request.GET.get("node", "").replace("\x00", "").strip()[:200] or None
+    charts, grid = [], None
+    if cluster is not None:
+        chart, grid = heatmap_chart(f, cluster, user, node=node)
+        charts = [chart]
+    context = {"f": f, "cluster": cluster, "charts": charts, "ranges": RELATIVE_RANGES, "refresh": REFRESH_S,
+               "grid": grid, "node": node}  # fmt: skip
     return render(request, "dashboard/heatmap.html", context)
 
 

@@ -1,0 +1,59 @@
+"""The ledger summed per day for the pages: what a month's figures are read from instead of its job-days."""
+
+from decimal import Decimal
+
+from django.db import models
+
+from governance.costs.models.common import HOURS, MONEY, Precision
+from governance.costs.models.ledger import LineKind
+from governance.fleet.models import Cluster
+
+
+def _sum(precision: Precision) -> models.DecimalField:
+    return models.DecimalField(**precision, default=Decimal(0))
+
+
+class LedgerDay(models.Model):
+    """The charge ledger's rows of one day, cluster, team, GPU model and kind of line, summed (hours, money,
+    energy). Kept by the pricing pass in the transaction that writes the rows it sums
+    (governance/costs/summaries.py), so a page reads a row per team and day instead of one per job-day;
+    tests/invariants.py checks after every billing case that it equals the ledger.
+    """
+
+    Kind = LineKind
+
+    month = models.DateField(help_text="The billing month (its first day).")
+    day = models.DateField()
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    cluster_name = models.CharField(max_length=200)
+    team = models.ForeignKey(
+        "org.Team", on_delete=models.DO_NOTHING, db_constraint=False, null=True, blank=True, related_name="+"
+    )
+    team_name = models.CharField(max_length=200, blank=True)
+    gpu_model = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    billed = models.BooleanField(default=True)
+    currency = models.CharField(max_length=3)
+    rows = models.PositiveIntegerField(help_text="How many ledger rows the sums are of.")
+    gpu_hours = _sum(HOURS)
+    used_gpu_hours = _sum(HOURS)
+    idle_gpu_hours = _sum(HOURS)
+    cost = _sum(MONEY)
+    idle_cost = _sum(MONEY)
+    energy_kwh = _sum(HOURS)
+    energy_cost = _sum(MONEY)
+    carbon_kg = _sum(HOURS)
+    list_cost = _sum(MONEY)
+    contracted_cost = _sum(MONEY)
+    billed_cost = _sum(MONEY)
+    commitment_gpu_hours = _sum(HOURS)
+
+    class Meta:
+        ordering = ["month", "day", "cluster_name", "team_name", "gpu_model", "kind"]
+        indexes = [
+            models.Index(fields=["month", "team"], name="ledgerday_month_team_idx"),
+            models.Index(fields=["cluster", "day"], name="ledgerday_cluster_day_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.cluster_name} {self.team_name} {self.gpu_model} {self.kind}: {self.cost}"

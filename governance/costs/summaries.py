@@ -1,0 +1,72 @@
+"""Keeps the ledger's per-day summary (`LedgerDay`) equal to the ledger: every pass that writes ledger rows
+re-sums the cluster-days it wrote, in its own transaction, so a page never reads a summary that disagrees with
+the rows it sums. A cluster-day is summed whole: whichever writer touched it, the sums come from the rows."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import date
+
+from django.db import connection
+from django.db.models import Count, Q, Sum
+
+from governance.costs.ledger import AMOUNTS
+from governance.costs.models import Charge, LedgerDay
+
+KEY = ("month", "day", "cluster_id", "cluster_name", "team_id", "team_name", "gpu_model", "kind", "billed", "currency")
+COLUMNS = ", ".join((*KEY, "rows", *AMOUNTS))
+SUMS = ", ".join(f"sum(c.{a})" for a in AMOUNTS)
+GROUP = ", ".join(f"c.{k}" for k in KEY)
+KEYS = "unnest(%s::int8[], %s::date[]) AS k(cluster_id, day)"
+DELETE = f"DELETE FROM costs_ledgerday s USING {KEYS} WHERE s.cluster_id = k.cluster_id AND s.day = k.day"  # noqa: S608
+INSERT = f"""
+INSERT INTO costs_ledgerday ({COLUMNS})
+SELECT {GROUP}, count(*), {SUMS}
+FROM costs_charge c JOIN {KEYS} ON c.cluster_id = k.cluster_id AND c.day = k.day
+GROUP BY {GROUP}
+"""  # noqa: S608
+REBUILD = f"""
+INSERT INTO costs_ledgerday ({COLUMNS})
+SELECT {GROUP}, count(*), {SUMS} FROM costs_charge c GROUP BY {GROUP}
+"""  # noqa: S608
+
+
+def ledger_days_refresh(keys: Iterable[tuple[int, date]]) -> None:
+    """Re-sum these (cluster id, day) pairs from the ledger. Runs in the caller's transaction, after its writes."""
+    keys = sorted(set(keys))
+    if not keys:
+        return
+    if connection.vendor == "postgresql":
+        params: list = [[c for c, _ in keys], [d for _, d in keys]]
+        with connection.cursor() as cursor:
+            cursor.execute(DELETE, params)
+            cursor.execute(INSERT, params)
+        return
+    by_cluster: dict[int, set[date]] = defaultdict(set)
+    for cid, day in keys:
+        by_cluster[cid].add(day)
+    where = Q()
+    for cid, days in by_cluster.items():
+        where |= Q(cluster_id=cid, day__in=days)
+    LedgerDay.objects.filter(where).delete()
+    _insert(Charge.objects.filter(where))
+
+
+def ledger_days_rebuild() -> None:
+    """Sum the whole ledger again (a ledger written by hand, as some tests do; the migration that adds the table)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM costs_ledgerday")
+            cursor.execute(REBUILD)
+        return
+    LedgerDay.objects.all().delete()
+    _insert(Charge.objects.all())
+
+
+def _insert(rows) -> None:
+    groups = rows.values(*KEY).annotate(n=Count("id"), **{f"s_{a}": Sum(a) for a in AMOUNTS}).order_by()
+    LedgerDay.objects.bulk_create(
+        [LedgerDay(**{k: g[k] for k in KEY}, rows=g["n"], **{a: g[f"s_{a}"] for a in AMOUNTS}) for g in groups],
+        batch_size=2000,
+    )
