@@ -294,10 +294,15 @@ LOGGING = {
 }
 
 # --- Scale (issue 8): sample partitions, retention, metrics -------------------------------------
-# Raw samples older than this many days are dropped a whole month at a time; 0 keeps them forever.
+# Raw samples older than this many days are dropped a whole partition (month or day) at a time; 0 keeps them forever.
 # Hourly rollups are never dropped, so reports and chargeback do not change when samples go.
 SAMPLE_RETENTION_DAYS = env_int("SAMPLE_RETENTION_DAYS", 0)
-# Monthly sample partitions created ahead of time (PostgreSQL), besides the current month.
+# Raw samples are partitioned by UTC month, or by UTC day ("day": retention then drops whole days, and a fleet
+# sampled every few seconds keeps each partition's indexes small enough to stay in memory).
+SAMPLE_PARTITION = env_str("SAMPLE_PARTITION", "month")
+if SAMPLE_PARTITION not in ("month", "day"):
+    raise ImproperlyConfigured(f"SAMPLE_PARTITION: {SAMPLE_PARTITION!r} is neither 'month' nor 'day'")
+# Sample partitions (months, or days) created ahead of time (PostgreSQL), besides the current one.
 SAMPLE_PARTITIONS_AHEAD = env_int("SAMPLE_PARTITIONS_AHEAD", 3)
 # /readyz (and gg_ready on /metrics): each probe of the database and the broker gives up after this long, and
 # ingest counts as not ready while the inbox holds more unprocessed batches, or an older one, than these (0: off).
