@@ -74,6 +74,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "governance.usage.health.ProbeMiddleware",
+    # Before anything reads the database (the session, the user): picks where this request's reads go.
+    "governance.lib.replica.ReplicaReadMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -119,6 +121,16 @@ DATABASES: dict[str, dict[str, Any]] = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Without it, connecting to a database host that is gone waits for the kernel's TCP timeout (minutes).
     DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT_S", 3))
+# Pages may read a PostgreSQL streaming replica of the primary (governance/lib/replica.py): a user reads their own
+# writes from the primary until the replica has replayed them.
+DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL")
+if DATABASE_REPLICA_URL:
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_REPLICA_URL needs DATABASE_URL to name the PostgreSQL primary")
+    DATABASES["replica"] = database_from_url(DATABASE_REPLICA_URL)
+    DATABASES["replica"]["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT_S", 3))
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+    DATABASE_ROUTERS = ["governance.lib.replica.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Throttle counters (API rates, invalid bearer tokens) live here, shared by every web worker and process: in
