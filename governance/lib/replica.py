@@ -1,9 +1,9 @@
 """Pages may read a PostgreSQL streaming replica (DATABASE_REPLICA_URL); every write goes to the primary.
 
 A page request (a GET or HEAD outside /api/) reads through the ORM from the replica, unless:
-- the user wrote something that the replica has not replayed yet: every writing request answers with a cookie
-  holding the primary's WAL position after it, and reads go to the primary until the replica's replay position
-  has passed it (a user always reads their own writes);
+- the user wrote something that the replica has not replayed yet: every writing request of a browser session
+  answers with a cookie holding the primary's WAL position after it, and reads go to the primary until the
+  replica's replay position has passed it (a user always reads their own writes);
 - the replica does not answer (down, restarting): the primary serves the read;
 - the request wrote (a GET that records something), or runs inside a transaction on the primary: the rest of it
   reads the primary.
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.http import HttpRequest, HttpResponse
 
@@ -90,6 +91,9 @@ class ReplicaReadMiddleware:
             response = self.get_response(request)
         finally:
             _reads_replica.reset(token)
-        if not safe:
+        # Only a browser's writes (it has a session, or is given one by signing in) need the mark: a collector's
+        # POST sends no cookies back, and costs no extra round trip.
+        session = settings.SESSION_COOKIE_NAME
+        if not safe and (session in request.COOKIES or session in response.cookies):
             response.set_cookie(COOKIE, _primary_lsn(), max_age=COOKIE_MAX_AGE_S, httponly=True, samesite="Lax")
         return response

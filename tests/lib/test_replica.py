@@ -23,6 +23,7 @@ from governance.org.models import Team
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 ROUTERS = ["governance.lib.replica.ReplicaRouter"]
+SLOT_PREFIX = "gg_test_replica_"
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="a streaming replica is PostgreSQL's"),
@@ -47,9 +48,24 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def _slots_drop(*, inactive_only: bool) -> None:
+    """Drop this test's replication slots on the primary (those no standby is streaming from)."""
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+            " WHERE slot_name LIKE %s AND (NOT active OR NOT %s)",
+            [f"{SLOT_PREFIX}%", inactive_only],
+        )
+
+
 @pytest.fixture(scope="module")
-def replica_port() -> Iterator[int]:
+def replica_port(django_db_blocker) -> Iterator[int]:
     """A hot standby of the test server, streaming from it, on a port of its own."""
+    with django_db_blocker.unblock():
+        yield from _replica()
+
+
+def _replica() -> Iterator[int]:
     if not (PG_BIN / "pg_ctl").exists() or shutil.which("pg_basebackup") is None:
         _unavailable("PostgreSQL 15's pg_ctl and pg_basebackup are needed to start a replica")
     primary = connections[DEFAULT_DB_ALIAS].settings_dict
@@ -57,13 +73,18 @@ def replica_port() -> Iterator[int]:
     data, port = root / "data", _free_port()
     if os.geteuid() == 0:
         shutil.chown(root, "postgres")
+    # A slot of its own keeps the WAL the standby has not received yet (a busy primary recycles it otherwise, and
+    # the standby stops at the gap); it is dropped at the end, and so are slots a killed run left behind.
+    slot = f"{SLOT_PREFIX}{port}"
+    _slots_drop(inactive_only=True)
     # -c fast: the backup starts at once instead of after the server's next scheduled checkpoint.
     backup = _as_postgres([
         "pg_basebackup", "-h", primary["HOST"] or "127.0.0.1", "-p", str(primary["PORT"] or 5432), "-U", "postgres",
-        "-D", str(data), "-R", "-X", "stream", "-c", "fast",
+        "-D", str(data), "-R", "-X", "stream", "-c", "fast", "-C", "-S", slot,
     ])  # fmt: skip
     if backup.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
+        _slots_drop(inactive_only=True)
         _unavailable(f"pg_basebackup failed (replication allowed in pg_hba.conf?): {backup.stderr.strip()}")
     # The copy has the primary's data but (on Debian) not its configuration files: the standby gets its own.
     (data / "postgresql.conf").write_text(
@@ -89,6 +110,7 @@ def replica_port() -> Iterator[int]:
             connections[REPLICA].close()
             del connections.settings[REPLICA]
         _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"])
+        _slots_drop(inactive_only=True)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -177,5 +199,14 @@ def test_every_write_still_goes_to_the_primary(replica_port, client, cast, setti
 
     response = client.post("/api/v1/teams/", {"slug": "api-team", "name": "Api team"}, content_type="application/json")
 
-    assert response.status_code == 201
+    assert response.status_code == 201 and COOKIE in response.cookies
     assert Team.objects.using(DEFAULT_DB_ALIAS).filter(slug="api-team").exists()
+
+
+def test_a_client_without_a_session_is_given_no_replay_cookie(replica_port, client, settings):
+    settings.DATABASE_ROUTERS = ROUTERS
+
+    response = client.post("/api/v1/teams/", {"slug": "x", "name": "X"}, content_type="application/json")
+
+    assert response.status_code in (401, 403) and COOKIE not in response.cookies
+    assert not Team.objects.filter(slug="x").exists()
