@@ -26,6 +26,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "collectors": (),
     "costs": (),
     "pages": ("dashboard", "overview"),
+    "storage": ("scaling",),
 }
 
 NOT_POSTGRESQL = "bench runs against PostgreSQL: set DATABASE_URL=postgres://..."

@@ -76,6 +76,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "governance.usage.health.ProbeMiddleware",
+    # Before anything reads the database (the session, the user): picks where this request's reads go.
+    "governance.lib.replica.ReplicaReadMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -121,6 +123,16 @@ DATABASES: dict[str, dict[str, Any]] = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Without it, connecting to a database host that is gone waits for the kernel's TCP timeout (minutes).
     DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT_S", 3))
+# Pages may read a PostgreSQL streaming replica of the primary (governance/lib/replica.py): a user reads their own
+# writes from the primary until the replica has replayed them.
+DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL")
+if DATABASE_REPLICA_URL:
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_REPLICA_URL needs DATABASE_URL to name the PostgreSQL primary")
+    DATABASES["replica"] = database_from_url(DATABASE_REPLICA_URL)
+    DATABASES["replica"]["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT_S", 3))
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+    DATABASE_ROUTERS = ["governance.lib.replica.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Throttle counters (API rates, invalid bearer tokens) live here, shared by every web worker and process: in
@@ -272,10 +284,15 @@ LOGGING = {
 }
 
 # --- Scale (issue 8): sample partitions, retention, metrics -------------------------------------
-# Raw samples older than this many days are dropped a whole month at a time; 0 keeps them forever.
+# Raw samples older than this many days are dropped a whole partition (month or day) at a time; 0 keeps them forever.
 # Hourly rollups are never dropped, so reports and chargeback do not change when samples go.
 SAMPLE_RETENTION_DAYS = env_int("SAMPLE_RETENTION_DAYS", 0)
-# Monthly sample partitions created ahead of time (PostgreSQL), besides the current month.
+# Raw samples are partitioned by UTC month, or by UTC day ("day": retention then drops whole days, and a fleet
+# sampled every few seconds keeps each partition's indexes small enough to stay in memory).
+SAMPLE_PARTITION = env_str("SAMPLE_PARTITION", "month")
+if SAMPLE_PARTITION not in ("month", "day"):
+    raise ImproperlyConfigured(f"SAMPLE_PARTITION: {SAMPLE_PARTITION!r} is neither 'month' nor 'day'")
+# Sample partitions (months, or days) created ahead of time (PostgreSQL), besides the current one.
 SAMPLE_PARTITIONS_AHEAD = env_int("SAMPLE_PARTITIONS_AHEAD", 3)
 # /readyz (and gg_ready on /metrics): each probe of the database and the broker gives up after this long, and
 # ingest counts as not ready while the inbox holds more unprocessed batches, or an older one, than these (0: off).

@@ -38,6 +38,13 @@ def test_debug_off_with_both_set_starts():
     assert _settings_in_subprocess(DEBUG="0", SECRET_KEY="x" * 50, ALLOWED_HOSTS="example.org").returncode == 0
 
 
+def test_an_unknown_sample_partition_unit_is_a_loud_error_naming_the_setting():
+    result = _settings_in_subprocess(SAMPLE_PARTITION="week")
+
+    assert result.returncode != 0
+    assert "SAMPLE_PARTITION: 'week' is neither 'month' nor 'day'" in result.stderr
+
+
 def test_a_bad_boolean_names_the_variable(monkeypatch):
     monkeypatch.setenv("DEBUG", "maybe")
 

@@ -14,13 +14,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_it_runs_the_ingest_bench_first_then_every_other_area():
-    assert harness.areas_selected() == ["ingest", "collectors", "costs", "pages"]
+    assert harness.areas_selected() == ["ingest", "collectors", "costs", "pages", "storage"]
 
 
 def test_only_runs_the_areas_it_names_by_module_or_by_app():
     assert harness.areas_selected(["costs"]) == ["costs"]
     assert harness.areas_selected(["usage"]) == ["ingest"]
     assert harness.areas_selected(["dashboard", "collectors"]) == ["collectors", "pages"]
+    assert harness.areas_selected(["scaling"]) == ["storage"]
     assert harness.areas_selected(["nothing-by-that-name"]) == []
 
 

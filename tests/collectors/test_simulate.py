@@ -2,6 +2,7 @@ import subprocess
 import sys
 from collections import Counter
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 
 from collectors.records import JobRecord, SampleRecord, decode_line
@@ -26,6 +27,33 @@ def test_the_history_has_one_sample_per_gpu_per_interval():
     kinds = Counter(type(r) for r in records)
     assert kinds[SampleRecord] == 4 * 12
     assert all(r.job_id in {j.job_id for j in sim.jobs} for r in records if isinstance(r, JobRecord))
+
+
+def test_no_gpu_is_held_by_two_jobs_at_once_and_every_gpu_gets_work():
+    sim = SimulatedCluster(gpus=24, start=at("2026-11-01T00:00:00Z"), end=at("2026-11-04T00:00:00Z"))
+
+    by_slot: dict[tuple[int, int], list] = {}
+    for job in sim.jobs:
+        assert len(set(job.gpus)) == len(job.gpus)
+        for slot in job.gpus:
+            by_slot.setdefault(slot, []).append((job.start, job.end))
+    assert set(by_slot) == {(i // 8, i % 8) for i in range(24)}
+    for spans in by_slot.values():
+        spans.sort()
+        assert all(end <= next_start for (_, end), (next_start, _) in pairwise(spans))
+
+
+def test_a_job_takes_the_gpus_free_first():
+    sim = SimulatedCluster(gpus=16, start=at("2026-11-01T00:00:00Z"), end=at("2026-11-03T00:00:00Z"))
+
+    # Replaying the jobs in order: at each job's layout no GPU it left out was free before one it took.
+    free_at = {}
+    for job in sim.jobs:
+        taken = max(free_at.get(slot, sim.start - timedelta(days=1)) for slot in job.gpus)
+        others = [t for slot, t in free_at.items() if slot not in job.gpus]
+        assert len(free_at) < 16 or all(t >= taken for t in others)  # once every GPU's free time is known
+        for slot in job.gpus:
+            free_at[slot] = job.end
 
 
 def test_the_same_seed_gives_the_same_cluster():

@@ -1,4 +1,4 @@
-"""Monthly sample partitions, created ahead and on demand, and retention that drops whole months."""
+"""Sample partitions by month or by day, created ahead and on demand, and retention that drops whole ones."""
 
 from decimal import Decimal
 
@@ -59,7 +59,7 @@ def test_ensure_creates_this_month_and_the_months_ahead_once(settings):
 
     assert first.created == ["usage_sample_y2031m05", "usage_sample_y2031m06", "usage_sample_y2031m07"]
     assert again.created == []
-    assert {Month(2031, 5), Month(2031, 6), Month(2031, 7)} <= set(partitions.partitions_list())
+    assert {partitions.month_span(Month(2031, m)) for m in (5, 6, 7)} <= set(partitions.partitions_list())
 
 
 @postgres_only
@@ -118,7 +118,7 @@ def test_late_samples_older_than_retention_still_count_in_the_rollups(settings):
     ingest(series(start=at("2026-06-10T09:00:00Z"), minutes=20))
     partitions.partitions_maintain()
 
-    assert "usage_sample_y2026m06" not in {partitions.partition_name(m) for m in partitions.partitions_list()}
+    assert "usage_sample_y2026m06" not in {s.name for s in partitions.partitions_list()}
     assert Sample.objects.count() == 0  # raw rows past retention: gone from DEFAULT, as policy says
     assert JobGpuHour.objects.get().samples == 20  # but nothing the reports read was lost
 
@@ -131,3 +131,60 @@ def test_retention_off_keeps_every_sample(settings):
 
     assert (report.dropped, report.deleted_rows) == ([], 0)
     assert Sample.objects.count() == 5
+
+
+@postgres_only
+@time_machine.travel("2031-05-30T12:00:00Z", tick=False)
+def test_daily_partitions_are_created_ahead_by_day_and_cross_into_the_next_month(settings):
+    settings.SAMPLE_PARTITION = "day"
+
+    report = partitions.partitions_ensure(ahead=2)
+
+    assert report.created == ["usage_sample_y2031m05d30", "usage_sample_y2031m05d31", "usage_sample_y2031m06d01"]
+    assert partitions.partitions_ensure(ahead=2).created == []
+
+
+@postgres_only
+@time_machine.travel("2031-05-30T12:00:00Z", tick=False)
+def test_a_day_already_covered_by_a_monthly_partition_gets_no_daily_one(settings):
+    partitions.partitions_ensure(ahead=0)  # May, by month
+    settings.SAMPLE_PARTITION = "day"
+
+    report = partitions.partitions_ensure(ahead=2)
+
+    assert report.created == ["usage_sample_y2031m06d01"]
+    ingest(series(start=at("2031-05-30T09:00:00Z"), minutes=5))
+    assert (rows_in("usage_sample_y2031m05"), rows_in("usage_sample_default")) == (5, 0)
+
+
+@postgres_only
+@time_machine.travel("2031-05-15T12:00:00Z", tick=False)
+def test_samples_of_a_day_without_partition_move_from_default_into_their_own_day(settings):
+    settings.SAMPLE_PARTITION = "day"
+    ingest(series(start=at("2031-05-10T23:55:00Z"), minutes=10))  # five minutes each side of midnight
+
+    report = partitions.partitions_ensure(ahead=0)
+
+    assert {"usage_sample_y2031m05d10", "usage_sample_y2031m05d11"} <= set(report.created)
+    assert report.moved_rows == 10
+    assert (rows_in("usage_sample_y2031m05d10"), rows_in("usage_sample_y2031m05d11")) == (5, 5)
+    assert rows_in("usage_sample_default") == 0
+
+
+@time_machine.travel("2031-05-20T12:00:00Z", tick=False)
+def test_daily_retention_drops_whole_days_past_the_cutoff_and_keeps_the_rollups(settings):
+    settings.SAMPLE_PARTITION = "day"
+    for day in ("2031-05-10", "2031-05-16", "2031-05-17", "2031-05-19"):
+        ingest(series(start=at(f"{day}T10:00:00Z"), minutes=10))
+    partitions.partitions_ensure()
+    settings.SAMPLE_RETENTION_DAYS = 3  # cutoff 2031-05-17 12:00: the 10th and 16th go, the 17th is kept whole
+
+    report = partitions.partitions_maintain()
+
+    assert Sample.objects.count() == 20
+    assert not Sample.objects.filter(ts__lt=at("2031-05-17T00:00:00Z")).exists()
+    if connection.vendor == "postgresql":
+        assert {"usage_sample_y2031m05d10", "usage_sample_y2031m05d16"} <= set(report.dropped)
+        kept = {s.name for s in partitions.partitions_list()}
+        assert {"usage_sample_y2031m05d17", "usage_sample_y2031m05d19"} <= kept
+    assert sum(JobGpuHour.objects.values_list("samples", flat=True)) == 40

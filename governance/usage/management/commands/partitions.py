@@ -3,13 +3,13 @@ from governance.usage import partitions
 
 
 class Command(AuditedCommand):
-    help = "Sample partitions (PostgreSQL): create this month's and the next ones, apply SAMPLE_RETENTION_DAYS."
+    help = "Sample partitions (PostgreSQL): create the current month's (or day's) and the next, apply retention."
 
     def add_arguments(self, parser):
-        parser.add_argument("--ensure", action="store_true", help="create missing monthly partitions (idempotent)")
-        parser.add_argument("--ahead", type=int, default=None, help="months ahead (default SAMPLE_PARTITIONS_AHEAD)")
-        parser.add_argument("--drop-expired", action="store_true", help="drop months older than retention")
-        parser.add_argument("--list", action="store_true", help="print the monthly partitions")
+        parser.add_argument("--ensure", action="store_true", help="create missing partitions (idempotent)")
+        parser.add_argument("--ahead", type=int, default=None, help="spans ahead (default SAMPLE_PARTITIONS_AHEAD)")
+        parser.add_argument("--drop-expired", action="store_true", help="drop partitions older than retention")
+        parser.add_argument("--list", action="store_true", help="print the partitions")
 
     def handle(self, *args, ensure: bool, ahead: int | None, drop_expired: bool, list: bool, **options):
         if not partitions.is_partitioned():
@@ -21,5 +21,5 @@ class Command(AuditedCommand):
             report = partitions.partitions_drop_expired()
             self.stdout.write(f"dropped {report.dropped}; deleted {report.deleted_rows} rows")
         if list and partitions.is_partitioned():
-            for month in partitions.partitions_list():
-                self.stdout.write(f"{partitions.partition_name(month)}  {month}")
+            for span in partitions.partitions_list():
+                self.stdout.write(f"{span.name}  {span}")

@@ -1,0 +1,99 @@
+"""Pages may read a PostgreSQL streaming replica (DATABASE_REPLICA_URL); every write goes to the primary.
+
+A page request (a GET or HEAD outside /api/) reads through the ORM from the replica, unless:
+- the user wrote something that the replica has not replayed yet: every writing request of a browser session
+  answers with a cookie holding the primary's WAL position after it, and reads go to the primary until the
+  replica's replay position has passed it (a user always reads their own writes);
+- the replica does not answer (down, restarting): the primary serves the read;
+- the request wrote (a GET that records something), or runs inside a transaction on the primary: the rest of it
+  reads the primary.
+
+Statements a selector runs on `django.db.connection` itself (raw SQL) read the primary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.http import HttpRequest, HttpResponse
+
+REPLICA = "replica"
+COOKIE = "gg_wrote_lsn"
+# The cookie outlives any sane replication lag; past it the user reads whatever the replica has.
+COOKIE_MAX_AGE_S = 600
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_LSN = re.compile(r"^[0-9A-F]{1,8}/[0-9A-F]{1,8}$")
+
+_reads_replica: ContextVar[bool] = ContextVar("reads_replica", default=False)
+
+
+def replica_configured() -> bool:
+    return REPLICA in connections
+
+
+class ReplicaRouter:
+    """Routes ORM reads to the replica while the current request may read it; everything else to the primary."""
+
+    def db_for_read(self, model: Any, **hints: Any) -> str:
+        if _reads_replica.get() and not connections[DEFAULT_DB_ALIAS].in_atomic_block:
+            return REPLICA
+        return DEFAULT_DB_ALIAS
+
+    def db_for_write(self, model: Any, **hints: Any) -> str:
+        _reads_replica.set(False)  # what this request reads next may depend on what it just wrote
+        return DEFAULT_DB_ALIAS
+
+    def allow_relation(self, obj1: Any, obj2: Any, **hints: Any) -> bool:
+        return True  # the replica holds the primary's rows: one database as far as relations go
+
+    def allow_migrate(self, db: str, app_label: str, **hints: Any) -> bool:
+        return db == DEFAULT_DB_ALIAS
+
+
+def _replica_has(lsn: str | None) -> bool:
+    """The replica answers and has replayed the WAL up to `lsn` (any position when None)."""
+    if lsn is not None and not _LSN.match(lsn):
+        return False  # a cookie we did not write: the primary is always right
+    try:
+        with connections[REPLICA].cursor() as cursor:
+            cursor.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [lsn or "0/0"])
+            row = cursor.fetchone()
+    except DatabaseError:
+        connections[REPLICA].close()
+        return False
+    return bool(row and row[0])
+
+
+def _primary_lsn() -> str:
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute("SELECT pg_current_wal_lsn()::text")
+        return cursor.fetchone()[0]
+
+
+class ReplicaReadMiddleware:
+    """Lets a page read the replica (see the module's docstring); no-op without DATABASE_REPLICA_URL."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not replica_configured():
+            return self.get_response(request)
+        safe = request.method in SAFE_METHODS
+        page = safe and not request.path.startswith("/api/")
+        token = _reads_replica.set(page and _replica_has(request.COOKIES.get(COOKIE)))
+        try:
+            response = self.get_response(request)
+        finally:
+            _reads_replica.reset(token)
+        # Only a browser's writes (it has a session, or is given one by signing in) need the mark: a collector's
+        # POST sends no cookies back, and costs no extra round trip.
+        session = settings.SESSION_COOKIE_NAME
+        if not safe and (session in request.COOKIES or session in response.cookies):
+            response.set_cookie(COOKIE, _primary_lsn(), max_age=COOKIE_MAX_AGE_S, httponly=True, samesite="Lax")
+        return response
