@@ -37,12 +37,12 @@ PAGES: list[Page] = [
         "costs-team-nlp",
         "/costs/team/nlp/?month=2026-11",
         LEADS_AND_UP,
-        ("budget-gauge", *FORECAST, *TEAM_CHARTS),
+        ("budget-bar", *FORECAST, *TEAM_CHARTS),
         ("#lines tbody tr", "a[download]", "#top-cost tbody tr", "#users tbody tr", "#team-findings .job-group",
          "#month-previous"),
     ),
     # An engineer sees the team's totals and budget, never its lines.
-    Page("costs-team-nlp", "/costs/team/nlp/?month=2026-11", ("alice",), ("budget-gauge", *FORECAST), ("#totals",)),
+    Page("costs-team-nlp", "/costs/team/nlp/?month=2026-11", ("alice",), ("budget-bar", *FORECAST), ("#totals",)),
     Page(
         "costs-team-vision",
         "/costs/team/vision/?month=2026-11",

@@ -20,12 +20,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
+from django.views.decorators.http import require_POST
 
 from governance.costs.anomalies import team_anomalies
 from governance.costs.breakdowns import corrections_landing, jobs_month, month_has_rows
 from governance.costs.breakdowns import cost_by as ledger_cost_by
+from governance.costs.budget_requests import budget_request_send
 from governance.costs.focus import focus_csv
-from governance.costs.models import Budget
+from governance.costs.models import Budget, BudgetRequest, Charge
 from governance.costs.selectors import (
     ZERO,
     Breakdown,
@@ -37,20 +39,22 @@ from governance.costs.selectors import (
     team_trend,
     unattributed,
 )
-from governance.costs.services import DEFAULT_THRESHOLDS, statement_close
+from governance.costs.services import statement_close
 from governance.costs.unpriced import unpriced_usage
 from governance.dashboard.advice import group_by_job, leading_advice
-from governance.dashboard.figures.costs import budget_gauge, cost_by, cost_trend
+from governance.dashboard.budgets import budget_state
+from governance.dashboard.figures.costs import budget_bar, cost_by, cost_trend
 from governance.dashboard.footprint import footprint_panel
 from governance.dashboard.forecasts import forecast_panel
 from governance.dashboard.tables import Table, groups_table, jobs_table, table_csv
+from governance.dashboard.utilisation import clusters_share, share
 from governance.efficiency.selectors import findings_visible
 from governance.lib.format import HOURS_UNIT
 from governance.lib.money import printed
 from governance.lib.months import Month
 from governance.org.auth import signed_in_user
 from governance.org.models import Team
-from governance.org.selectors import can_see_team, can_see_team_detail, teams_visible
+from governance.org.selectors import can_see_team, can_see_team_detail, teams_led, teams_visible
 
 NOTHING_TO_CLOSE = "{month} has no ledger rows: there is nothing to close."
 
@@ -176,16 +180,19 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
     breakdown = team_breakdown(month=month, team_id=team.pk)
     line = team_line(team, month)
     budget = Budget.objects.filter(team=team, month=month.start.date()).first()
+    user = signed_in_user(request)
     context = {
         "team": team, "month": month, "b": breakdown, "detail": detail, "budget": budget,
         "previous": month.previous(), "next": month.next() if month.end <= timezone.now() else None,
-        "efficiency": breakdown.used_gpu_hours / breakdown.gpu_hours if breakdown.gpu_hours else None,
+        "efficiency": share(breakdown.used_gpu_hours, breakdown.gpu_hours),
+        "cluster_utilisation": clusters_share(cluster_ids=_clusters_of(team, month), start=month.start,
+                                              end=min(month.end, timezone.now())),
         "budget_share": breakdown.cost / budget.amount if budget and budget.amount else None,
         "cost": line.printed_cost if line else ZERO, "idle_cost": line.printed_idle_cost if line else ZERO,
     }  # fmt: skip
     context["footprint"] = footprint_panel(month=month, team_ids=[team.pk])
     context["anomalies"] = team_anomalies(team_id=team.pk, first=month.start.date(), last=month.end.date())
-    context["forecast"] = forecast_panel(
+    context["forecast"] = forecast = forecast_panel(
         month=month,
         team_ids=[team.pk],
         name=team.name,
@@ -193,9 +200,18 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
         budget=budget.amount if budget else None,
         currency=budget.currency if budget else None,
     )
+    spent = line.printed_cost if line else ZERO
+    f = forecast["f"] if forecast else None
+    month_over = month.end <= timezone.now()
+    asked = None if budget else BudgetRequest.objects.filter(team=team, month=month.start.date()).first()
+    context["budget_state"] = state = budget_state(budget=budget, spent=spent, forecast=f,
+                                                   month_over=month_over, request=asked)  # fmt: skip
+    context["can_ask"] = budget is None and asked is None and not month_over and teams_led(user=user).filter(
+        pk=team.pk).exists()  # fmt: skip
     if budget is not None:
-        thresholds = budget.thresholds or DEFAULT_THRESHOLDS
-        context["gauge"] = budget_gauge(breakdown.cost, budget.amount, budget.currency, thresholds)
+        context["budget_chart"] = budget_bar(spent, budget.amount, budget.currency, state.colour,
+                                             None if f is None or month_over else f.forecast)  # fmt: skip
+    context["plotly"] = bool(detail or forecast or budget)
     if detail:
         trend = [(str(m), cost, idle) for m, cost, idle in team_trend(month=month, team_id=team.pk)]
         findings = findings_visible(user=signed_in_user(request), team=team.slug, state="open")
@@ -209,6 +225,31 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
             finding_groups=group_by_job(findings[:60]),
         )
     return render(request, "costs/team_month.html", context)
+
+
+def _clusters_of(team: Team, month: Month) -> list[int]:
+    """The clusters the team was billed on in the month: the ones its utilisation is set beside."""
+    rows = Charge.objects.filter(team_id=team.pk, month=month.start.date(), cluster_id__isnull=False)
+    return sorted(set(rows.values_list("cluster_id", flat=True).distinct()))
+
+
+@login_required
+@require_POST
+def budget_request(request: HttpRequest, slug: str) -> HttpResponse:
+    """A lead asks finance and admins for the month's budget (the team page's button); on record like any write."""
+    team = _team(request, slug, detail=True)
+    user = signed_in_user(request)
+    if not teams_led(user=user).filter(pk=team.pk).exists():
+        raise PermissionDenied("Only the team's lead asks for its budget.")
+    month = _month(request)
+    page = f"{reverse('costs:team', args=[team.slug])}?month={month}"
+    try:
+        budget_request_send(team=team, month=month, user=user, page_url=request.build_absolute_uri(page))
+    except ValidationError as exc:
+        messages.error(request, "; ".join(exc.messages))
+    else:
+        messages.success(request, f"Asked finance and the admins to set {team.name}'s budget for {month}.")
+    return redirect(page + "#budget")
 
 
 @login_required
