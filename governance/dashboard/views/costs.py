@@ -53,8 +53,8 @@ from governance.lib.format import HOURS_UNIT
 from governance.lib.money import printed
 from governance.lib.months import Month
 from governance.org.auth import signed_in_user
-from governance.org.models import Team
-from governance.org.selectors import can_see_team, can_see_team_detail, teams_led, teams_visible
+from governance.org.models import Membership, Team, User
+from governance.org.selectors import can_see_team, can_see_team_detail, teams_visible
 
 NOTHING_TO_CLOSE = "{month} has no ledger rows: there is nothing to close."
 
@@ -206,8 +206,7 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
     asked = None if budget else BudgetRequest.objects.filter(team=team, month=month.start.date()).first()
     context["budget_state"] = state = budget_state(budget=budget, spent=spent, forecast=f,
                                                    month_over=month_over, request=asked)  # fmt: skip
-    context["can_ask"] = budget is None and asked is None and not month_over and teams_led(user=user).filter(
-        pk=team.pk).exists()  # fmt: skip
+    context["can_ask"] = budget is None and asked is None and not month_over and _leads(user, team)
     if budget is not None:
         context["budget_chart"] = budget_bar(spent, budget.amount, budget.currency, state.colour,
                                              None if f is None or month_over else f.forecast)  # fmt: skip
@@ -227,6 +226,11 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "costs/team_month.html", context)
 
 
+def _leads(user: User, team: Team) -> bool:
+    """A lead of this team by membership (finance and admins see every team's detail, but lead none)."""
+    return Membership.objects.filter(user=user, team=team, role=Membership.Role.LEAD).exists()
+
+
 def _clusters_of(team: Team, month: Month) -> list[int]:
     """The clusters the team was billed on in the month: the ones its utilisation is set beside."""
     rows = Charge.objects.filter(team_id=team.pk, month=month.start.date(), cluster_id__isnull=False)
@@ -239,8 +243,8 @@ def budget_request(request: HttpRequest, slug: str) -> HttpResponse:
     """A lead asks finance and admins for the month's budget (the team page's button); on record like any write."""
     team = _team(request, slug, detail=True)
     user = signed_in_user(request)
-    if not teams_led(user=user).filter(pk=team.pk).exists():
-        raise PermissionDenied("Only the team's lead asks for its budget.")
+    if not _leads(user, team):
+        raise PermissionDenied("Only the team's lead asks for its budget (finance and admins set it).")
     month = _month(request)
     page = f"{reverse('costs:team', args=[team.slug])}?month={month}"
     try:
