@@ -80,6 +80,9 @@ MIDDLEWARE = [
     "governance.lib.replica.ReplicaReadMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Pages, JSON and CSV compressed (with Django's BREACH mitigation); static files come precompressed from
+    # WhiteNoise above, so they never pass through it.
+    "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -191,9 +194,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "governance.dashboard.finders.PlotlyFinder",
 ]
-# Static files come from the finders too, so plotly.js is served without a collectstatic step.
+# Static files come from the finders too, so pages are served without a collectstatic step.
 WHITENOISE_USE_FINDERS = True
 # Hashed names (cached for a year, immutable) and gzip/brotli copies: on by default with DEBUG off; `make run`
 # turns it on with DEBUG too, after collectstatic. Off, pages link the plain names (no collectstatic needed).

@@ -9,6 +9,7 @@ from governance.costs.models import (
     DEFAULT_MODEL,
     Budget,
     BudgetAlert,
+    BudgetRequest,
     CapacityDay,
     Charge,
     Commitment,
@@ -205,6 +206,14 @@ class BudgetAdmin(admin.ModelAdmin):
     form = BudgetForm
     list_display = ("team", "month", "amount", "currency", "thresholds")
     list_filter = ("team",)
+
+
+@admin.register(BudgetRequest)
+class BudgetRequestAdmin(ReadOnlyAdmin):
+    """Made by a lead from the team page; finance answers by setting the budget."""
+
+    list_display = ("team", "month", "requested_by_name", "requested_at")
+    list_filter = ("month",)
 
 
 @admin.register(BudgetAlert)

@@ -17,6 +17,7 @@ from django.utils import timezone
 from governance.costs.forecasts import spend_forecast
 from governance.costs.models import Budget, BudgetAlert
 from governance.costs.selectors import chargeback_by_team
+from governance.lib import format as fmt
 from governance.lib.money import to_cents
 from governance.lib.months import Month
 from governance.notify.services import notification_enqueue
@@ -93,8 +94,8 @@ def _forecast_alerts(budgets: list[Budget], spent: dict, month: Month, now: date
 def forecast_alert_text(note: AlertSent) -> str:
     """'nlp will exceed 50,000 USD by about the 24th (forecast 61,000 USD)'."""
     when = f" by about the {_ordinal(note.expected_on.day)}" if note.expected_on else ""
-    return (f"{note.team} will exceed {note.budget:,.2f} {note.currency}{when}"
-            f" (month-end forecast {note.spent:,.2f} {note.currency}).")  # fmt: skip
+    return (f"{note.team} will exceed {fmt.money(note.budget, note.currency)}{when}"
+            f" (month-end forecast {fmt.money(note.spent, note.currency)}).")  # fmt: skip
 
 
 def _ordinal(n: int) -> str:

@@ -134,6 +134,7 @@ def overview_charts(f: Filters, user: User) -> tuple[list[Chart], dict]:
         "idle_share": float(idle_total / total) if total else None,
         "currency": currency,
         "waste": waste,
+        "team_costs": {t.team_id: t.printed_cost for t in teams_month if t.team_id is not None},
     }
     return charts, headline
 

@@ -53,6 +53,12 @@ class Table:
     csv_url: str = ""
     empty: str = "Nothing in this month."
     currency: str = ""  # the currency of its money cells: a column of its own in the CSV
+    key_headers: tuple[str, ...] = ("Cost",)  # with the first column, what a phone shows (the rest: .extra)
+
+    @property
+    def extra_columns(self) -> list[int]:
+        """The columns a narrow screen hides: all but the first and the key headers."""
+        return [i for i, h in enumerate(self.headers) if i and h not in self.key_headers]
 
 
 def groups_table(id: str, title: str, key: str, groups: list[Group], csv_url: str = "",

@@ -84,6 +84,21 @@
     Plotly.newPlot(el, figure.data, figure.layout, config).then(() => el.setAttribute("data-drawn", "true"));
   });
 
+  // On a phone the long sections of the team page start folded (the table of contents opens them); a chart in a
+  // section that opens is resized to the width it now has.
+  if (narrow) {
+    document.querySelectorAll("details[data-narrow=closed]").forEach((section) => section.removeAttribute("open"));
+  }
+  document.querySelectorAll("details.section").forEach((section) => section.addEventListener("toggle", () => {
+    if (section.open && window.Plotly) section.querySelectorAll("[data-drawn]").forEach((el) => Plotly.Plots.resize(el));
+  }));
+  document.querySelectorAll(".toc a").forEach((link) => link.addEventListener("click", () => {
+    const target = document.querySelector(link.getAttribute("href"));
+    if (target && target.tagName === "DETAILS") target.open = true;
+    const section = target && target.closest("details.section");
+    if (section) section.open = true;
+  }));
+
   document.querySelectorAll("[data-csv-for]").forEach((button) => {
     button.addEventListener("click", () => download(document.getElementById(button.dataset.csvFor)));
   });

@@ -340,6 +340,9 @@ ROWS = [
         page_seen_by(200, "vision_lead"),
     ),
     Row("costs:close", "post", lambda w: "/costs/close/2026-09/", FINANCE_POST_PAGE),
+    # Asking for a budget: the team's lead only (finance and admins set one instead).
+    Row("costs:budget-request", "post", lambda w: "/costs/team/nlp/budget-request/?month=2026-11",
+        {**page_seen_by(302, "nlp_lead"), "admin": 403, "finance": 403}),
     Row("costs:close", "get", lambda w: "/costs/close/2026-09/", {**everyone(403, anonymous=302), "admin": 200,
                                                                   "finance": 200}),
     Row("costs:team-table", "get", lambda w: "/costs/team/nlp/users.csv?month=2026-11", page_seen_by(200, "nlp_lead")),

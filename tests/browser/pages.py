@@ -37,12 +37,18 @@ PAGES: list[Page] = [
         "costs-team-nlp",
         "/costs/team/nlp/?month=2026-11",
         LEADS_AND_UP,
-        ("budget-gauge", *FORECAST, *TEAM_CHARTS),
-        ("#lines tbody tr", "a[download]", "#top-cost tbody tr", "#users tbody tr", "#team-findings .job-group",
-         "#month-previous"),
+        ("budget-bar", *FORECAST, *TEAM_CHARTS),
+        (
+            "#lines tbody tr",
+            "a[download]",
+            "#top-cost tbody tr",
+            "#users tbody tr",
+            "#team-findings .job-group",
+            "#month-previous",
+        ),
     ),
     # An engineer sees the team's totals and budget, never its lines.
-    Page("costs-team-nlp", "/costs/team/nlp/?month=2026-11", ("alice",), ("budget-gauge", *FORECAST), ("#totals",)),
+    Page("costs-team-nlp", "/costs/team/nlp/?month=2026-11", ("alice",), ("budget-bar", *FORECAST), ("#totals",)),
     Page(
         "costs-team-vision",
         "/costs/team/vision/?month=2026-11",
@@ -51,11 +57,18 @@ PAGES: list[Page] = [
         ("#lines tbody tr",),
     ),
     # Efficiency: a job's timelines and findings, the findings list, the cluster against its 40% line.
-    Page("job-nlp", "/jobs/{nlp_job}/", LEADS_AND_UP, JOB_CHARTS,
-         (".finding button[value=acknowledged]", "#job-summary", ".finding-title")),
-    Page("job-alice", "/jobs/{alice_job}/", ("admin", "nlp_lead", "alice"), JOB_CHARTS, (".finding p",)),
-    Page("job-vision", "/jobs/{vision_job}/", ("admin", "vision_lead"), JOB_CHARTS, (".finding p",)),
-    Page("findings", "/findings/", ALL_ROLES, (), (".finding button[value=dismissed]", "#findings-count", ".job-group")),  # noqa: E501
+    Page(
+        "job-nlp",
+        "/jobs/{nlp_job}/",
+        LEADS_AND_UP,
+        JOB_CHARTS,
+        (".finding button[value=acknowledged]", "#job-summary", ".finding-title"),
+    ),
+    Page("job-alice", "/jobs/{alice_job}/", ("admin", "nlp_lead", "alice"), JOB_CHARTS, (".finding .advice",)),
+    Page("job-vision", "/jobs/{vision_job}/", ("admin", "vision_lead"), JOB_CHARTS, (".finding .advice",)),
+    Page(
+        "findings", "/findings/", ALL_ROLES, (), (".finding button[value=dismissed]", "#findings-count", ".job-group")
+    ),
     # An engineer's month: their jobs with cost, idle cost and the change that would save most.
     Page("me", "/me/?month=2026-11", ("alice",), (), ("#my-jobs tbody tr", "#costliest-job")),
     Page("me-october", "/me/?month=2026-10", ("alice",), (), ("#my-jobs tbody tr", "#costliest-job")),

@@ -211,20 +211,3 @@ def test_pages_draw_under_the_content_security_policy_and_a_violation_would_show
     assert drawn_errors == [] and docs_errors == []
     assert page.evaluate("() => window.x") is None
     assert any("Content Security Policy" in e for e in console_errors), console_errors
-
-
-def test_the_team_page_draws_the_forecast_with_the_actual_line_the_band_and_the_budget(
-    page, live_server, world, sign_in, console_errors
-):
-    sign_in("nlp_lead")
-
-    page.goto(live_server.url + "/costs/team/nlp/?month=2026-11")
-    wait_for_charts(page)
-
-    names = page.evaluate("() => document.getElementById('forecast').data.map((t) => t.name)")
-    assert names == ["80% interval (high)", "80% interval", "Forecast", "Spent", "Budget"]
-    assert chart_points(page, "forecast") > 0
-    assert page.locator("#forecast .main-svg").first.is_visible()
-    assert "Month-end forecast" in page.locator("#forecast-numbers").inner_text()
-    assert console_errors == []
-    screenshot(page, "costs-team-nlp-forecast")

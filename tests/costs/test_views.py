@@ -1,3 +1,4 @@
+import html
 import json
 
 import pytest
@@ -38,7 +39,8 @@ def test_a_team_lead_sees_their_month_by_project_model_trend_and_budget(client, 
     assert figure(response, "by_model")["data"][0]["y"] == [H100]
     trend = figure(response, "trend")["data"][0]
     assert len(trend["x"]) == 12 and trend["x"][-1] == "2026-11" and trend["y"][-1] == 40.0
-    assert figure(response, "gauge")["data"][0]["value"] == 40.0
+    assert figure(response, "budget_chart")["data"][0]["x"] == [40.0]
+    assert response.context["budget_state"].headline == "Under budget"  # the month is over: no forecast to speak of
     assert b'data-figure="cost-by-project-figure"' in response.content
 
 
@@ -90,3 +92,26 @@ def test_only_finance_can_press_close(client, cast, usage):
     assert client.post("/costs/close/2026-11/").status_code == 403
     assert client.get("/costs/").status_code == 302
     assert not MonthClose.objects.exists()
+
+
+@time_machine.travel("2026-11-20T10:00:00Z", tick=False)
+def test_a_lead_asks_for_a_budget_once_and_finance_is_told(
+    client, cast, usage, mailoutbox, django_capture_on_commit_callbacks
+):
+    from governance.api.models import AuditEntry
+    from governance.costs.models import BudgetRequest
+
+    cast.finance.email = "finance@example.org"
+    cast.finance.save()
+    client.force_login(cast.nlp_lead)
+    url = "/costs/team/nlp/budget-request/?month=2026-11"
+
+    with django_capture_on_commit_callbacks(execute=True):
+        first = client.post(url)
+    again = client.post(url, follow=True)
+
+    assert first.status_code == 302 and first["Location"].endswith("/costs/team/nlp/?month=2026-11#budget")
+    assert BudgetRequest.objects.filter(team=cast.nlp, requested_by_name="nlp-lead").count() == 1
+    assert [m.to for m in mailoutbox] == [["finance@example.org"]]
+    assert "nlp-lead already asked for NLP's 2026-11 budget on 2026-11-20" in html.unescape(again.content.decode())
+    assert AuditEntry.objects.filter(door="page", model="costs.budgetrequest").count() == 1

@@ -1,6 +1,6 @@
 """The costs app's models, one module per area; every name is importable from here as before."""
 
-from governance.costs.models.budgets import Anomaly, Budget, BudgetAlert
+from governance.costs.models.budgets import Anomaly, Budget, BudgetAlert, BudgetRequest
 from governance.costs.models.common import DEFAULT_MODEL, HOURS, MONEY
 from governance.costs.models.failures import PricingFailure
 from governance.costs.models.ledger import CapacityDay, Charge, MonthClose, StatementLine
@@ -18,6 +18,6 @@ from governance.costs.models.terms import (
 
 __all__ = [
     "DEFAULT_MODEL", "HOURS", "MONEY", "AllocatedHour", "Anomaly", "BillingModeTerm", "Budget", "BudgetAlert",
-    "CapacityDay", "Charge", "Commitment", "DeclaredCapacity", "GridIntensity", "LedgerDay", "MonthClose", "OverClaim",
-    "OwnedGpuCost", "PricingFailure", "RateCard", "StatementLine", "UnallocatedPolicyTerm",
+    "BudgetRequest", "CapacityDay", "Charge", "Commitment", "DeclaredCapacity", "GridIntensity", "LedgerDay",
+    "MonthClose", "OverClaim", "OwnedGpuCost", "PricingFailure", "RateCard", "StatementLine", "UnallocatedPolicyTerm",
 ]  # fmt: skip

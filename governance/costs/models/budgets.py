@@ -1,4 +1,4 @@
-"""Budgets, the alerts they sent, and spend anomalies."""
+"""Budgets, the requests for one, the alerts they sent, and spend anomalies."""
 
 from decimal import Decimal
 
@@ -7,7 +7,7 @@ from django.db import models
 
 from governance.costs.currency import validate_currency
 from governance.notify.targets import webhook_url_validate
-from governance.org.models import Team
+from governance.org.models import Team, User
 
 
 class Budget(models.Model):
@@ -30,6 +30,24 @@ class Budget(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team} {self.month:%Y-%m}: {self.amount} {self.currency}"
+
+
+class BudgetRequest(models.Model):
+    """A team's request, made from its page, that finance or an admin set its budget for one month: once per team
+    and month; finance and admins are told when it is made."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budget_requests")
+    month = models.DateField(help_text="The first day of the month.")
+    requested_by = models.ForeignKey(User, on_delete=models.SET_NULL, null=True, related_name="+")
+    requested_by_name = models.CharField(max_length=150, help_text="Kept if the user is deleted.")
+    requested_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-requested_at"]
+        constraints = [models.UniqueConstraint(fields=["team", "month"], name="budgetrequest_once_per_team_month")]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.month:%Y-%m}: asked by {self.requested_by_name}"
 
 
 class BudgetAlert(models.Model):

@@ -1,4 +1,5 @@
-"""Cluster figures: effective utilisation over time against the target line, and idle GPU-hours."""
+"""Cluster figures: cluster utilisation (governance/dashboard/utilisation.py) over time against the target line, and
+idle GPU-hours."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from governance.dashboard.figures import PALETTE
+from governance.dashboard.utilisation import CLUSTER
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,7 @@ def cluster_utilisation(hours: Sequence[ClusterHour], target_percent: float) -> 
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": "Effective utilisation",
+                "name": CLUSTER.name,
                 "x": x,
                 "y": [round(h.utilisation, 2) for h in ordered],
                 "yaxis": "y2",
@@ -47,7 +49,7 @@ def cluster_utilisation(hours: Sequence[ClusterHour], target_percent: float) -> 
             },
         ],
         "layout": {
-            "title": {"text": "Effective utilisation (utilisation-weighted GPU-hours / capacity GPU-hours)"},
+            "title": {"text": f"{CLUSTER.name} (busy GPU-hours / GPU-hours reported)"},
             "xaxis": {"title": {"text": "Hour (UTC)"}},
             # The line rides the overlaying axis so the idle bars never hide it.
             "yaxis": {"title": {"text": "Idle GPU-hours"}, "side": "right", "rangemode": "tozero", "showgrid": False},

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from governance.dashboard.figures import PALETTE
+from governance.lib import format as fmt
 from governance.lib.money import to_cents
 from governance.lib.text import plain
 
@@ -109,30 +110,44 @@ def cost_trend(points: Sequence[tuple[str, Decimal, Decimal]], currency: str) ->
     }
 
 
-def budget_gauge(spent: Decimal, budget: Decimal, currency: str, thresholds: Sequence[int]) -> dict:
-    """The month's spend against the budget, with the alert thresholds marked."""
-    top = float(max(budget * Decimal("1.2"), spent))
-    steps = []
-    previous = 0.0
-    for i, percent in enumerate(sorted(thresholds)):
-        upto = float(budget) * percent / 100
-        steps.append({"range": [previous, upto], "color": ["#e8f4ec", "#fdf3dc", "#fbe3d6"][min(i, 2)]})
-        previous = upto
+# The budget states' colours (governance/dashboard/budgets.py): under, near, over.
+STATE_COLOURS = {"green": "#009E73", "amber": "#E69F00", "red": "#D55E00", "grey": "#999999"}
+
+
+def budget_bar(spent: Decimal, budget: Decimal, currency: str, colour: str, forecast: Decimal | None = None) -> dict:
+    """The month's spend (and its month-end forecast) as bars against the budget's line, in the state's colour."""
+    names = ["Spent"] + (["Forecast"] if forecast is not None else [])
+    values = [_cents(spent)] + ([_cents(forecast)] if forecast is not None else [])
+    top = max([*values, float(budget)]) * 1.15
     return {
         "data": [
             {
-                "type": "indicator",
-                "mode": "gauge+number+delta",
-                "value": _cents(spent),
-                "number": {"suffix": f" {currency}", "valueformat": ",.2f"},
-                "delta": {"reference": float(budget), "valueformat": ",.2f"},
-                "gauge": {
-                    "axis": {"range": [0, top]},
-                    "bar": {"color": PALETTE[0]},
-                    "steps": steps,
-                    "threshold": {"line": {"color": PALETTE[5], "width": 3}, "value": float(budget)},
-                },
+                "type": "bar",
+                "orientation": "h",
+                "name": "Budget",
+                "y": names,
+                "x": values,
+                "marker": {"color": [STATE_COLOURS.get(colour, STATE_COLOURS["grey"]), "#c9d3e0"][: len(values)]},
+                "hovertemplate": f"%{{y}}: %{{x:,.2f}} {currency}<extra></extra>",
             }
         ],
-        "layout": _layout(f"Budget: {float(budget):,.2f} {currency}"),
+        "layout": _layout(
+            f"Budget: {fmt.money(budget, currency)}",
+            xaxis={"title": {"text": f"Cost ({currency})"}, "tickformat": ",.0f", "range": [0, round(top, 2)]},
+            yaxis={"type": "category", "autorange": "reversed", "automargin": True},
+            shapes=[
+                {
+                    "type": "line",
+                    "xref": "x",
+                    "yref": "paper",
+                    "x0": float(budget),
+                    "x1": float(budget),
+                    "y0": 0,
+                    "y1": 1,
+                    "line": {"color": "#1d2330", "width": 2, "dash": "dash"},
+                }
+            ],
+            showlegend=False,
+            height=220,
+        ),
     }

@@ -35,12 +35,19 @@ def forecast_figure(
         traces.append({"type": "scatter", "mode": "lines", "name": "Budget", "x": span,
                        "y": [float(budget)] * len(span), "line": {"color": PALETTE[5], "width": 2},
                        "hovertemplate": f"budget: {money}"})  # fmt: skip
+    # The axis fits the spend, the forecast and the budget; the interval's band is clipped where it runs past them,
+    # so a wide band never flattens the month's line at the bottom.
+    top = max([float(v) for _, v in actual] + [e for _, e, _, _ in path] + ([float(budget)] if budget else []) + [1.0])
     return {
         "data": traces,
         "layout": {
             "title": {"text": title},
             "xaxis": {"title": {"text": "Day"}, "type": "date"},
-            "yaxis": {"title": {"text": f"Cumulative cost ({currency})"}, "tickformat": ",.0f", "rangemode": "tozero"},
+            "yaxis": {
+                "title": {"text": f"Cumulative cost ({currency})"},
+                "tickformat": ",.0f",
+                "range": [0, round(top * 1.15, 2)],
+            },
             "legend": {"orientation": "h", "y": -0.2},
             "margin": {"t": 48, "r": 16, "b": 64, "l": 72},
         },

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from governance.dashboard.figures import PALETTE, layout
+from governance.dashboard.utilisation import CLUSTER
 from governance.lib.text import plain
 
 INDUSTRY_UTILISATION = 40.0
@@ -32,12 +33,12 @@ class WasteRow:
 def utilisation_over_time(
     hours: Sequence[str], utilisation: Sequence[float | None], industry: float = INDUSTRY_UTILISATION
 ) -> dict:
-    """Effective utilisation (%) per time bucket, with the industry's typical level as a dashed line."""
+    """Cluster utilisation (%) per time bucket, with the industry's typical level as a dashed line."""
     traces = [
         {
             "type": "scatter",
             "mode": "lines",
-            "name": "Effective utilisation",
+            "name": CLUSTER.name,
             "x": list(hours),
             "y": [None if u is None else round(u, 2) for u in utilisation],
             "line": {"color": PALETTE[0], "width": 2},
@@ -60,9 +61,9 @@ def utilisation_over_time(
     return {
         "data": traces,
         "layout": layout(
-            "Cluster effective utilisation",
+            CLUSTER.name,
             x={"title": {"text": "Time (UTC)"}, "type": "date"},
-            y={"title": {"text": "Utilisation-weighted GPU-hours / capacity (%)"}, "range": [0, 100]},
+            y={"title": {"text": "Busy GPU-hours / GPU-hours reported (%)"}, "range": [0, 100]},
         ),
     }
 

@@ -48,3 +48,11 @@ def evidence(evidence: dict, currency: str = "") -> list[tuple[str, str, str]]:
     from governance.dashboard.advice import evidence_rows
 
     return evidence_rows(evidence, currency)
+
+
+@register.inclusion_tag("dashboard/_measure.html")
+def measure(scope: str) -> dict:
+    """{% measure "cluster" %}: the measure's name, its definition on hover (governance/dashboard/utilisation.py)."""
+    from governance.dashboard.utilisation import MEASURES
+
+    return {"m": MEASURES[scope]}

@@ -21,12 +21,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
+from django.views.decorators.http import require_POST
 
 from governance.costs.anomalies import team_anomalies
 from governance.costs.breakdowns import corrections_landing, jobs_month, month_has_rows
 from governance.costs.breakdowns import cost_by as ledger_cost_by
+from governance.costs.budget_requests import budget_request_send
 from governance.costs.focus import focus_csv
-from governance.costs.models import Budget
+from governance.costs.models import Budget, BudgetRequest, Charge
 from governance.costs.selectors import (
     ZERO,
     Breakdown,
@@ -38,13 +40,15 @@ from governance.costs.selectors import (
     team_trend,
     unattributed,
 )
-from governance.costs.services import DEFAULT_THRESHOLDS, statement_close
+from governance.costs.services import statement_close
 from governance.costs.unpriced import unpriced_usage
 from governance.dashboard.advice import group_by_job, leading_advice
-from governance.dashboard.figures.costs import budget_gauge, cost_by, cost_trend
+from governance.dashboard.budgets import budget_state
+from governance.dashboard.figures.costs import budget_bar, cost_by, cost_trend
 from governance.dashboard.footprint import footprint_panel
 from governance.dashboard.forecasts import forecast_panel
 from governance.dashboard.tables import Table, groups_table, jobs_table, table_csv
+from governance.dashboard.utilisation import clusters_share, share
 from governance.efficiency.migration import projects_to_check
 from governance.efficiency.selectors import findings_visible
 from governance.efficiency.workloads import advice_taken
@@ -52,7 +56,7 @@ from governance.lib.format import HOURS_UNIT
 from governance.lib.money import printed
 from governance.lib.months import Month
 from governance.org.auth import signed_in_user
-from governance.org.models import Team
+from governance.org.models import Membership, Team, User
 from governance.org.selectors import can_see_team, can_see_team_detail, teams_visible
 
 NOTHING_TO_CLOSE = "{month} has no ledger rows: there is nothing to close."
@@ -179,16 +183,19 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
     breakdown = team_breakdown(month=month, team_id=team.pk)
     line = team_line(team, month)
     budget = Budget.objects.filter(team=team, month=month.start.date()).first()
+    user = signed_in_user(request)
     context = {
         "team": team, "month": month, "b": breakdown, "detail": detail, "budget": budget,
         "previous": month.previous(), "next": month.next() if month.end <= timezone.now() else None,
-        "efficiency": breakdown.used_gpu_hours / breakdown.gpu_hours if breakdown.gpu_hours else None,
+        "efficiency": share(breakdown.used_gpu_hours, breakdown.gpu_hours),
+        "cluster_utilisation": clusters_share(cluster_ids=_clusters_of(team, month), start=month.start,
+                                              end=min(month.end, timezone.now())),
         "budget_share": breakdown.cost / budget.amount if budget and budget.amount else None,
         "cost": line.printed_cost if line else ZERO, "idle_cost": line.printed_idle_cost if line else ZERO,
     }  # fmt: skip
     context["footprint"] = footprint_panel(month=month, team_ids=[team.pk])
     context["anomalies"] = team_anomalies(team_id=team.pk, first=month.start.date(), last=month.end.date())
-    context["forecast"] = forecast_panel(
+    context["forecast"] = forecast = forecast_panel(
         month=month,
         team_ids=[team.pk],
         name=team.name,
@@ -196,9 +203,17 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
         budget=budget.amount if budget else None,
         currency=budget.currency if budget else None,
     )
+    spent = line.printed_cost if line else ZERO
+    f = forecast["f"] if forecast else None
+    month_over = month.end <= timezone.now()
+    asked = None if budget else BudgetRequest.objects.filter(team=team, month=month.start.date()).first()
+    context["budget_state"] = state = budget_state(budget=budget, spent=spent, forecast=f,
+                                                   month_over=month_over, request=asked)  # fmt: skip
+    context["can_ask"] = budget is None and asked is None and not month_over and _leads(user, team)
     if budget is not None:
-        thresholds = budget.thresholds or DEFAULT_THRESHOLDS
-        context["gauge"] = budget_gauge(breakdown.cost, budget.amount, budget.currency, thresholds)
+        context["budget_chart"] = budget_bar(spent, budget.amount, budget.currency, state.colour,
+                                             None if f is None or month_over else f.forecast)  # fmt: skip
+    context["plotly"] = bool(detail or forecast or budget)
     if detail:
         month_last_day = timezone.localtime(min(month.end - timedelta(seconds=1), timezone.now())).date()
         trend = [(str(m), cost, idle) for m, cost, idle in team_trend(month=month, team_id=team.pk)]
@@ -218,6 +233,36 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
             migration_projects=projects_to_check(team_id=team.pk, today=month_last_day),
         )  # fmt: skip
     return render(request, "costs/team_month.html", context)
+
+
+def _leads(user: User, team: Team) -> bool:
+    """A lead of this team by membership (finance and admins see every team's detail, but lead none)."""
+    return Membership.objects.filter(user=user, team=team, role=Membership.Role.LEAD).exists()
+
+
+def _clusters_of(team: Team, month: Month) -> list[int]:
+    """The clusters the team was billed on in the month: the ones its utilisation is set beside."""
+    rows = Charge.objects.filter(team_id=team.pk, month=month.start.date(), cluster_id__isnull=False)
+    return sorted(set(rows.values_list("cluster_id", flat=True).distinct()))
+
+
+@login_required
+@require_POST
+def budget_request(request: HttpRequest, slug: str) -> HttpResponse:
+    """A lead asks finance and admins for the month's budget (the team page's button); on record like any write."""
+    team = _team(request, slug, detail=True)
+    user = signed_in_user(request)
+    if not _leads(user, team):
+        raise PermissionDenied("Only the team's lead asks for its budget (finance and admins set it).")
+    month = _month(request)
+    page = f"{reverse('costs:team', args=[team.slug])}?month={month}"
+    try:
+        budget_request_send(team=team, month=month, user=user, page_url=request.build_absolute_uri(page))
+    except ValidationError as exc:
+        messages.error(request, "; ".join(exc.messages))
+    else:
+        messages.success(request, f"Asked finance and the admins to set {team.name}'s budget for {month}.")
+    return redirect(page + "#budget")
 
 
 @login_required

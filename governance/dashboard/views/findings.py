@@ -19,6 +19,7 @@ from governance.costs.breakdowns import job_charges
 from governance.dashboard.advice import findings_ordered, group_by_job, title
 from governance.dashboard.figures.cluster import ClusterHour, cluster_utilisation
 from governance.dashboard.figures.jobs import GpuHourPoint, idle_strip, job_timeline
+from governance.dashboard.utilisation import share
 from governance.efficiency import selectors
 from governance.efficiency.models import Finding
 from governance.efficiency.rules import RULES
@@ -63,6 +64,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "figure": job_timeline(points),
         "idle_strip": idle_strip(points, thresholds_from_settings().idle_sm_percent),
         "has_data": bool(points),
+        "plotly": bool(points),
         "findings": findings,
         "workloads": {f.pk: w for f in findings if (w := workload_savings(finding=f)) is not None},
         "realised": {f.pk: r for f in findings if (r := realised_savings(finding=f)) is not None},
@@ -172,7 +174,8 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
         "cluster": cluster,
         "figure": cluster_utilisation(hours, settings.GOVERNANCE_CLUSTER_TARGET_UTIL_PERCENT),
         "has_data": bool(hours),
-        "utilisation": 100 * sum(h.used_gpu_hours for h in hours) / capacity if capacity else None,
+        "plotly": bool(hours),
+        "utilisation": share(sum(h.used_gpu_hours for h in hours), capacity),
         "idle_gpu_hours": sum(h.idle_gpu_hours for h in hours),
         "target": settings.GOVERNANCE_CLUSTER_TARGET_UTIL_PERCENT,
         "top_jobs": selectors.cluster_top_jobs(user=signed_in_user(request), cluster_id=cluster.pk),

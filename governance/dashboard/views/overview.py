@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from governance.costs.csv import team_month_csv
 from governance.dashboard import selectors
+from governance.dashboard.budgets import team_budget_states
 from governance.dashboard.charts import heatmap_chart, overview_charts
 from governance.dashboard.filters import RELATIVE_RANGES, Filters, filters_parse
 from governance.dashboard.footprint import footprint_panel
@@ -35,6 +36,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     charts, headline = overview_charts(f, user)
     context = {"f": f, "charts": charts, **headline, "forecast": _overview_forecast(f, user)}
     context["footprint"] = footprint_panel(month=f.month, team_ids=_overview_teams(f, user))
+    context["plotly"] = bool(context["forecast"]) or any(c.has_data for c in charts)
+    context["budgets"] = team_budget_states(month=f.month, spent=headline["team_costs"], now=timezone.now())
     return render(request, "dashboard/overview.html", context)
 
 
@@ -67,7 +70,7 @@ def heatmap(request: HttpRequest) -> HttpResponse:
         chart, grid = heatmap_chart(f, cluster, user, node=node)
         charts = [chart]
     context = {"f": f, "cluster": cluster, "charts": charts, "ranges": RELATIVE_RANGES, "refresh": REFRESH_S,
-               "grid": grid, "node": node}  # fmt: skip
+               "grid": grid, "node": node, "plotly": any(c.has_data for c in charts)}  # fmt: skip
     return render(request, "dashboard/heatmap.html", context)
 
 
