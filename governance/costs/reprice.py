@@ -18,7 +18,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, F, Max, Q, Sum
 from django.utils import timezone
 
 from governance.costs import corrections
@@ -117,6 +117,7 @@ def reprice(
     Runs in the caller's transaction."""
     now = now or timezone.now()
     terms = TermsByMonth()
+    _billed_past_end(job_days)
     job_days_widen(job_days, cluster_days, terms)
     gpus_confirmation_refresh(cluster_ids={c for c, _ in cluster_days} | _job_clusters(job_days), terms=terms.live(),
                               now=now)  # fmt: skip
@@ -166,6 +167,21 @@ def reprice(
         corrections.corrections_refresh(corrected=month, now=now)
     return Repriced(job_days=sum(len(d) for d in job_days.values()), cluster_days=len(touched),
                     corrected_months=len(closed))  # fmt: skip
+
+
+def _billed_past_end(job_days: dict[int, set[date]]) -> None:
+    """Add the days the ledger bills a job past its end (billed while it looked open, before its end arrived):
+    priced again they bill nothing. Marks need not know the ledger to reach them."""
+    if not job_days:
+        return
+    past = (
+        Charge.objects.filter(kind=Charge.Kind.USAGE, job_id__in=list(job_days), job__end_time__isnull=False,
+                              period_start__gte=F("job__end_time"))
+        .values_list("job_id", "day")
+        .distinct()
+    )  # fmt: skip
+    for pk, day in past:
+        job_days[pk].add(day)
 
 
 def _job_clusters(job_days: dict[int, set[date]]) -> set[int]:
