@@ -51,10 +51,14 @@ from governance.usage.models import Job, JobGpuHour, PricingMark
 logger = logging.getLogger(__name__)
 
 CLAIM_LIMIT = 5000
+# A backlog (a month loaded in arrears, a change of terms) is priced in passes this large: a pass's fixed costs (the
+# cluster-days it refreshes, the contention check of every job held on them) are paid per cluster-day, and marks
+# are claimed day by day, so a pass this size covers whole days of a large fleet and the pace holds as it grows.
+BACKFILL_LIMIT = 50_000
 EVALUATE_TASK = "efficiency.evaluate_jobs"
 CLAIM = """
 DELETE FROM usage_pricingmark WHERE id IN (
-    SELECT id FROM usage_pricingmark ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
+    SELECT id FROM usage_pricingmark ORDER BY day, cluster_id, id LIMIT %s FOR UPDATE SKIP LOCKED
 ) RETURNING job_id, cluster_id, day
 """
 
@@ -78,7 +82,9 @@ def _claim(limit: int) -> list[tuple[int | None, int, date]]:
         with connection.cursor() as cursor:
             cursor.execute(CLAIM, [limit])
             return cursor.fetchall()
-    marks = list(PricingMark.objects.order_by("id").values_list("id", "job_id", "cluster_id", "day")[:limit])
+    marks = list(
+        PricingMark.objects.order_by("day", "cluster_id", "id").values_list("id", "job_id", "cluster_id", "day")[:limit]
+    )
     PricingMark.objects.filter(id__in=[m[0] for m in marks]).delete()
     return [m[1:] for m in marks]
 
@@ -87,15 +93,17 @@ def charges_reprice(
     *, now: datetime | None = None, limit: int = CLAIM_LIMIT, budget_s: float | None = None
 ) -> Repriced:
     """Re-price everything marked, a claim at a time, until no mark is left (marks others hold are skipped) or
-    `budget_s` seconds have gone (then `more` says marks may be left)."""
+    `budget_s` seconds have gone (then `more` says marks may be left). Marks are claimed oldest day first; once a
+    claim comes back full there is a backlog, and the next claims take up to BACKFILL_LIMIT at once."""
     total = Repriced()
     started = time.monotonic()
+    claim = limit
     while True:
         if budget_s is not None and time.monotonic() - started > budget_s:
             total.more = True
             break
         with transaction.atomic():
-            marks = _claim(limit)
+            marks = _claim(claim)
             if not marks:
                 break
             job_days: dict[int, set[date]] = defaultdict(set)
@@ -105,8 +113,9 @@ def charges_reprice(
                     job_days[job_id].add(day)
                 cluster_days.add((cluster_id, day))
             total += reprice(job_days=job_days, cluster_days=cluster_days, now=now)
-        if len(marks) < limit:
+        if len(marks) < claim:
             break
+        claim = max(limit, BACKFILL_LIMIT)
     return total
 
 
