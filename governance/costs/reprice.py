@@ -45,16 +45,15 @@ from governance.costs.overclaims import gpus_confirmation_refresh
 from governance.costs.terms import SHARE, TermsByMonth
 from governance.fleet.models import Cluster
 from governance.lib.enqueue import enqueue_on_commit
-from governance.lib.months import Month
 from governance.usage.models import Job, JobGpuHour, PricingMark
 
 logger = logging.getLogger(__name__)
 
-CLAIM_LIMIT = 5000
-# A backlog (a month loaded in arrears, a change of terms) is priced in passes this large: a pass's fixed costs (the
-# cluster-days it refreshes, the contention check of every job held on them) are paid per cluster-day, and marks
-# are claimed day by day, so a pass this size covers whole days of a large fleet and the pace holds as it grows.
-BACKFILL_LIMIT = 50_000
+# A pass's fixed costs (the cluster-days it refreshes, the contention check of every job held on them) are paid per
+# cluster-day, and marks are claimed day by day: a pass this large covers whole days of a large fleet, so the pace
+# holds as the fleet grows (a backlog, a month loaded in arrears, is priced a day or more at a time). Small enough
+# for a pass to stay well inside the task's time limit (TASK_TIME_LIMIT_S) on a busy machine.
+CLAIM_LIMIT = 20_000
 EVALUATE_TASK = "efficiency.evaluate_jobs"
 CLAIM = """
 DELETE FROM usage_pricingmark WHERE id IN (
@@ -93,17 +92,15 @@ def charges_reprice(
     *, now: datetime | None = None, limit: int = CLAIM_LIMIT, budget_s: float | None = None
 ) -> Repriced:
     """Re-price everything marked, a claim at a time, until no mark is left (marks others hold are skipped) or
-    `budget_s` seconds have gone (then `more` says marks may be left). Marks are claimed oldest day first; once a
-    claim comes back full there is a backlog, and the next claims take up to BACKFILL_LIMIT at once."""
+    `budget_s` seconds have gone (then `more` says marks may be left). Marks are claimed oldest day first."""
     total = Repriced()
     started = time.monotonic()
-    claim = limit
     while True:
         if budget_s is not None and time.monotonic() - started > budget_s:
             total.more = True
             break
         with transaction.atomic():
-            marks = _claim(claim)
+            marks = _claim(limit)
             if not marks:
                 break
             job_days: dict[int, set[date]] = defaultdict(set)
@@ -113,9 +110,8 @@ def charges_reprice(
                     job_days[job_id].add(day)
                 cluster_days.add((cluster_id, day))
             total += reprice(job_days=job_days, cluster_days=cluster_days, now=now)
-        if len(marks) < claim:
+        if len(marks) < limit:
             break
-        claim = max(limit, BACKFILL_LIMIT)
     return total
 
 
@@ -288,7 +284,7 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
     keys = set(keys)
     lock_cluster_days(sorted(keys))
     clusters = dict(Cluster.objects.filter(pk__in={c for c, _ in keys}).values_list("pk", "name"))
-    gpus = inventory(set(clusters))
+    gpus = inventory(_counting_seen(keys, clusters, terms, now))
     days = sorted({d for _, d in keys})
     usage = (
         Charge.objects.filter(kind=Charge.Kind.USAGE, cluster_id__in=clusters, day__gte=days[0], day__lte=days[-1])
@@ -348,6 +344,21 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
     rows_insert(rows, now)
 
 
+def _counting_seen(
+    keys: set[tuple[int, date]], clusters: dict[int, str], terms: TermsByMonth, now: datetime
+) -> set[int]:
+    """The clusters whose capacity on one of these days is the GPUs their collectors saw (no declaration in force):
+    only theirs are read (a fleet of 100,000 declared GPUs reads none)."""
+    out = set()
+    for cid, day in keys:
+        if cid in clusters and cid not in out:
+            month = month_of(day)
+            end = min(month.end, now, day_start(day) + DAY)
+            if not terms.of(month).declares(clusters[cid], end):
+                out.add(cid)
+    return out
+
+
 def _cover_allocation(capacity: dict[str, Capacity], allocated: Allocated) -> None:
     """A cluster known only from its collectors has at least the GPUs its jobs held: a job that held GPUs before
     they first reported (or after the close froze the month's capacity) extends the day's capacity to cover it.
@@ -370,26 +381,3 @@ def _frozen_capacity(keys: set[tuple[int, date]], terms: TermsByMonth) -> dict[t
         if (cid, day) in closed:
             out[(cid, day)][model] = Capacity(hours, cost)
     return out
-
-
-def month_marks(month: Month) -> tuple[dict[int, set[date]], set[tuple[int, date]]]:
-    """Every job-day and cluster-day of a month: what a full re-pricing (a close, `manage.py reprice`) covers."""
-    days = []
-    moment = month.start
-    while moment < month.end:
-        days.append(moment.date())
-        moment += DAY
-    held = Job.objects.filter(start_time__lt=month.end).filter(Q(end_time__isnull=True) | Q(end_time__gt=month.start))
-    ids = set(held.values_list("pk", flat=True))
-    ids |= set(
-        JobGpuHour.objects.filter(hour__gte=month.start, hour__lt=month.end).values_list("job_id", flat=True).distinct()
-    )
-    job_days = {pk: set(days) for pk in ids}
-    clusters = set(Cluster.objects.values_list("pk", flat=True))
-    return job_days, {(c, d) for c in clusters for d in days}
-
-
-def month_reprice(*, month: Month, now: datetime | None = None) -> Repriced:
-    """Re-price a whole month now (in the caller's transaction)."""
-    job_days, cluster_days = month_marks(month)
-    return reprice(job_days=job_days, cluster_days=cluster_days, now=now)

@@ -1,4 +1,5 @@
-"""What a close prices before it freezes a month: only what is left to price, never the whole month again.
+"""Pricing by the month: what a close prices before it freezes a month (only what is left to price, never the whole
+month again), and the backfill that prices a whole month in one pass (`manage.py reprice MONTH`).
 
 The worker keeps the ledger current, so a month that ended has little or nothing left: the marks still pending
 for its days, the cluster-days last priced before they ended, and the job-days of jobs that held GPUs past the
@@ -18,11 +19,11 @@ from django.db.models import F, Q
 
 from governance.costs.ledger import DAY, day_start
 from governance.costs.models import CapacityDay, Charge
-from governance.costs.reprice import Repriced, month_reprice, reprice
+from governance.costs.reprice import Repriced, reprice
 from governance.costs.selectors import reconcile
 from governance.fleet.models import Cluster
 from governance.lib.months import Month
-from governance.usage.models import PricingMark
+from governance.usage.models import Job, JobGpuHour, PricingMark
 
 CLAIM_MONTH = """
 DELETE FROM usage_pricingmark WHERE id IN (
@@ -105,3 +106,26 @@ def month_settle(*, month: Month, now: datetime) -> Settled:
         return Settled(marks=len(marks), stale_days=stale, repriced=done, full=False)
     done += month_reprice(month=month, now=now)
     return Settled(marks=len(marks), stale_days=stale, repriced=done, full=True)
+
+
+def month_marks(month: Month) -> tuple[dict[int, set[date]], set[tuple[int, date]]]:
+    """Every job-day and cluster-day of a month: what a full re-pricing (a close, `manage.py reprice`) covers."""
+    days = []
+    moment = month.start
+    while moment < month.end:
+        days.append(moment.date())
+        moment += DAY
+    held = Job.objects.filter(start_time__lt=month.end).filter(Q(end_time__isnull=True) | Q(end_time__gt=month.start))
+    ids = set(held.values_list("pk", flat=True))
+    ids |= set(
+        JobGpuHour.objects.filter(hour__gte=month.start, hour__lt=month.end).values_list("job_id", flat=True).distinct()
+    )
+    job_days = {pk: set(days) for pk in ids}
+    clusters = set(Cluster.objects.values_list("pk", flat=True))
+    return job_days, {(c, d) for c in clusters for d in days}
+
+
+def month_reprice(*, month: Month, now: datetime | None = None) -> Repriced:
+    """Re-price a whole month now (in the caller's transaction)."""
+    job_days, cluster_days = month_marks(month)
+    return reprice(job_days=job_days, cluster_days=cluster_days, now=now)

@@ -14,7 +14,7 @@ from django.db.models import Count
 
 from governance.celery import app as celery_app
 from governance.costs.models import Charge
-from governance.costs.reprice import month_reprice
+from governance.costs.settle import month_reprice
 from governance.lib.months import Month
 from governance.usage.models import IngestBatch, PricingMark
 from tests.costs.conftest import declare, set_rate
