@@ -25,6 +25,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "ingest": ("usage", "chargeback"),
     "collectors": (),
     "costs": (),
+    "pricing": ("reprice", "findings", "close"),
     "pages": ("dashboard", "overview"),
     "storage": ("scaling",),
 }

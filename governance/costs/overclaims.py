@@ -11,7 +11,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Count, Q
 
 from governance.costs.allocation import Held, floor_hour
 from governance.costs.ledger import JobFacts, quantized
@@ -42,7 +42,7 @@ def gpus_confirmation_refresh(*, cluster_ids: set[int], terms: Terms, now: datet
     replaces one waits for an admin too). Returns how many GPUs changed."""
     names = dict(Cluster.objects.filter(pk__in=cluster_ids).values_list("pk", "name"))
     declaring = {cid: name for cid, name in names.items() if terms.declares(name, now)}
-    if not declaring:
+    if not declaring or not _may_flip(declaring, terms, now):
         return 0
     rows = (
         Gpu.objects.filter(cluster_id__in=declaring)
@@ -62,6 +62,23 @@ def gpus_confirmation_refresh(*, cluster_ids: set[int], terms: Terms, now: datet
         if pks:
             Gpu.objects.filter(pk__in=pks).update(unconfirmed=value)
     return len(flips[True]) + len(flips[False])
+
+
+def _may_flip(declaring: dict[int, str], terms: Terms, now: datetime) -> bool:
+    """Whether any GPU could change side: some are unconfirmed, or a model has more than its declared count. One
+    grouped read, so a pass over a large fleet that fits its declaration reads no GPU row."""
+    groups = (
+        Gpu.objects.filter(cluster_id__in=declaring)
+        .values("cluster_id", "model", "mig_profile")
+        .annotate(n=Count("id"), unconfirmed=Count("id", filter=Q(unconfirmed=True)))
+        .order_by()
+    )
+    counted: dict[tuple[int, str], Fraction] = defaultdict(Fraction)
+    for g in groups:
+        if g["unconfirmed"]:
+            return True
+        counted[(g["cluster_id"], g["model"])] += _share(g["model"], g["mig_profile"]) * g["n"]
+    return any(n > _declared_now(terms, declaring[cid], model, now) for (cid, model), n in counted.items())
 
 
 def _declared_now(terms: Terms, cluster: str, model: str, now: datetime) -> int:

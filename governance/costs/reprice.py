@@ -18,7 +18,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, F, Max, Q, Sum
 from django.utils import timezone
 
 from governance.costs import corrections
@@ -46,17 +46,20 @@ from governance.costs.summaries import ledger_days_refresh
 from governance.costs.terms import SHARE, TermsByMonth
 from governance.fleet.models import Cluster
 from governance.lib.enqueue import enqueue_on_commit
-from governance.lib.months import Month
 from governance.usage.models import Job, JobGpuHour, PricingMark
 from governance.usage.utilisation import cluster_hours_refresh
 
 logger = logging.getLogger(__name__)
 
-CLAIM_LIMIT = 5000
+# A pass's fixed costs (the cluster-days it refreshes, the contention check of every job held on them) are paid per
+# cluster-day, and marks are claimed day by day: a pass this large covers whole days of a large fleet, so the pace
+# holds as the fleet grows (a backlog, a month loaded in arrears, is priced a day or more at a time). Small enough
+# for a pass to stay well inside the task's time limit (TASK_TIME_LIMIT_S) on a busy machine.
+CLAIM_LIMIT = 20_000
 EVALUATE_TASK = "efficiency.evaluate_jobs"
 CLAIM = """
 DELETE FROM usage_pricingmark WHERE id IN (
-    SELECT id FROM usage_pricingmark ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
+    SELECT id FROM usage_pricingmark ORDER BY day, cluster_id, id LIMIT %s FOR UPDATE SKIP LOCKED
 ) RETURNING job_id, cluster_id, day
 """
 
@@ -80,7 +83,9 @@ def _claim(limit: int) -> list[tuple[int | None, int, date]]:
         with connection.cursor() as cursor:
             cursor.execute(CLAIM, [limit])
             return cursor.fetchall()
-    marks = list(PricingMark.objects.order_by("id").values_list("id", "job_id", "cluster_id", "day")[:limit])
+    marks = list(
+        PricingMark.objects.order_by("day", "cluster_id", "id").values_list("id", "job_id", "cluster_id", "day")[:limit]
+    )
     PricingMark.objects.filter(id__in=[m[0] for m in marks]).delete()
     return [m[1:] for m in marks]
 
@@ -89,7 +94,7 @@ def charges_reprice(
     *, now: datetime | None = None, limit: int = CLAIM_LIMIT, budget_s: float | None = None
 ) -> Repriced:
     """Re-price everything marked, a claim at a time, until no mark is left (marks others hold are skipped) or
-    `budget_s` seconds have gone (then `more` says marks may be left)."""
+    `budget_s` seconds have gone (then `more` says marks may be left). Marks are claimed oldest day first."""
     total = Repriced()
     started = time.monotonic()
     while True:
@@ -119,6 +124,7 @@ def reprice(
     Runs in the caller's transaction."""
     now = now or timezone.now()
     terms = TermsByMonth()
+    _billed_past_end(job_days)
     job_days_widen(job_days, cluster_days, terms)
     gpus_confirmation_refresh(cluster_ids={c for c, _ in cluster_days} | _job_clusters(job_days), terms=terms.live(),
                               now=now)  # fmt: skip
@@ -170,6 +176,21 @@ def reprice(
     cluster_hours_refresh(touched)
     return Repriced(job_days=sum(len(d) for d in job_days.values()), cluster_days=len(touched),
                     corrected_months=len(closed))  # fmt: skip
+
+
+def _billed_past_end(job_days: dict[int, set[date]]) -> None:
+    """Add the days the ledger bills a job past its end (billed while it looked open, before its end arrived):
+    priced again they bill nothing. Marks need not know the ledger to reach them."""
+    if not job_days:
+        return
+    past = (
+        Charge.objects.filter(kind=Charge.Kind.USAGE, job_id__in=list(job_days), job__end_time__isnull=False,
+                              period_start__gte=F("job__end_time"))
+        .values_list("job_id", "day")
+        .distinct()
+    )  # fmt: skip
+    for pk, day in past:
+        job_days[pk].add(day)
 
 
 def _job_clusters(job_days: dict[int, set[date]]) -> set[int]:
@@ -267,7 +288,7 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
     keys = set(keys)
     lock_cluster_days(sorted(keys))
     clusters = dict(Cluster.objects.filter(pk__in={c for c, _ in keys}).values_list("pk", "name"))
-    gpus = inventory(set(clusters))
+    gpus = inventory(_counting_seen(keys, clusters, terms, now))
     days = sorted({d for _, d in keys})
     usage = (
         Charge.objects.filter(kind=Charge.Kind.USAGE, cluster_id__in=clusters, day__gte=days[0], day__lte=days[-1])
@@ -327,6 +348,21 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
     rows_insert(rows, now)
 
 
+def _counting_seen(
+    keys: set[tuple[int, date]], clusters: dict[int, str], terms: TermsByMonth, now: datetime
+) -> set[int]:
+    """The clusters whose capacity on one of these days is the GPUs their collectors saw (no declaration in force):
+    only theirs are read (a fleet of 100,000 declared GPUs reads none)."""
+    out = set()
+    for cid, day in keys:
+        if cid in clusters and cid not in out:
+            month = month_of(day)
+            end = min(month.end, now, day_start(day) + DAY)
+            if not terms.of(month).declares(clusters[cid], end):
+                out.add(cid)
+    return out
+
+
 def _cover_allocation(capacity: dict[str, Capacity], allocated: Allocated) -> None:
     """A cluster known only from its collectors has at least the GPUs its jobs held: a job that held GPUs before
     they first reported (or after the close froze the month's capacity) extends the day's capacity to cover it.
@@ -349,26 +385,3 @@ def _frozen_capacity(keys: set[tuple[int, date]], terms: TermsByMonth) -> dict[t
         if (cid, day) in closed:
             out[(cid, day)][model] = Capacity(hours, cost)
     return out
-
-
-def month_marks(month: Month) -> tuple[dict[int, set[date]], set[tuple[int, date]]]:
-    """Every job-day and cluster-day of a month: what a full re-pricing (a close, `manage.py reprice`) covers."""
-    days = []
-    moment = month.start
-    while moment < month.end:
-        days.append(moment.date())
-        moment += DAY
-    held = Job.objects.filter(start_time__lt=month.end).filter(Q(end_time__isnull=True) | Q(end_time__gt=month.start))
-    ids = set(held.values_list("pk", flat=True))
-    ids |= set(
-        JobGpuHour.objects.filter(hour__gte=month.start, hour__lt=month.end).values_list("job_id", flat=True).distinct()
-    )
-    job_days = {pk: set(days) for pk in ids}
-    clusters = set(Cluster.objects.values_list("pk", flat=True))
-    return job_days, {(c, d) for c in clusters for d in days}
-
-
-def month_reprice(*, month: Month, now: datetime | None = None) -> Repriced:
-    """Re-price a whole month now (in the caller's transaction)."""
-    job_days, cluster_days = month_marks(month)
-    return reprice(job_days=job_days, cluster_days=cluster_days, now=now)

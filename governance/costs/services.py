@@ -40,7 +40,7 @@ from governance.costs.models import (
     UnallocatedPolicyTerm,
 )
 from governance.costs.owned import Derivation, owned_rate_derive
-from governance.costs.reprice import month_reprice
+from governance.costs.settle import month_settle
 from governance.costs.summaries import ledger_days_refresh
 from governance.costs.terms import live_terms
 from governance.costs.unpriced import CLOSE_REFUSED, unpriced_usage
@@ -355,8 +355,10 @@ def invoice_id_for(month: Month) -> str:
 def statement_close(
     *, month: Month, user: User | None = None, now: datetime | None = None, accept_unpriced: bool = False
 ) -> MonthClose:
-    """Freeze a month: re-price it in full, bring the corrections landing in it up to date, keep its terms, and
-    copy its ledger rows as the frozen statement. From then on it is read, never computed.
+    """Freeze a month: price what it has left (governance/costs/settle.py: its pending marks and the days priced
+    short of their end; in full only if it does not add up), bring the corrections landing in it up to date, keep
+    its terms, and copy its ledger rows as the frozen statement. From then on it is read, never computed. The
+    findings of the jobs priced here are evaluated after the close commits (a task), never inside it.
 
     Usage no rate card prices refuses the close (code `unpriced`, naming cluster, model and GPU-hours) unless
     `accept_unpriced`: then what was accepted is kept on the close, and so in the close's audit entry."""
@@ -368,7 +370,7 @@ def statement_close(
             lock_months([month], shared=False)  # waits for the passes pricing the month right now
             if MonthClose.objects.filter(month=month.start.date()).exists():
                 raise IntegrityError("closed already")
-            month_reprice(month=month, now=now)
+            month_settle(month=month, now=now)
             for corrected in months_corrected_in(month):
                 corrections_refresh(corrected=corrected, now=now)
             unpriced = unpriced_usage(month=month)

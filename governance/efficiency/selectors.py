@@ -66,25 +66,25 @@ def job_bills(*, job_ids: Iterable[int]) -> dict[int, JobBill]:
     return {pk: JobBill(days=bills_by_day(r), currency=currency[pk]) for pk, r in rows.items()}
 
 
-def job_summaries(*, job_ids: Iterable[int], now: datetime | None = None) -> list[JobSummary]:
-    """Summaries of the jobs that have started, in six queries whatever their number (and one per multi-GPU job on
-    a node whose topology shows it could sit nearer)."""
+@dataclass(frozen=True)
+class ClusterStats:
+    """What the rules compare a job with on its cluster: the most GPUs one node holds and the mean SM over the
+    last week. Read once per evaluation pass, whatever the number of jobs."""
+
+    largest_node_gpus: dict[int, int]
+    sm_means: dict[int, float]
+    book: RateBook
+
+
+def cluster_stats(*, cluster_ids: Iterable[int], now: datetime | None = None) -> ClusterStats:
     now = now or timezone.now()
-    jobs = list(Job.objects.filter(pk__in=list(job_ids), start_time__isnull=False).select_related("cluster"))
-    if not jobs:
-        return []
-    rows: dict[int, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    gpu_info: dict[int, dict] = {}
-    for row in JobGpuHour.objects.filter(job_id__in=[j.pk for j in jobs]).values("job_id", *GPU_FIELDS, *HOUR_FIELDS):
-        rows[row["job_id"]][row["gpu_id"]].append(row)
-        gpu_info[row["gpu_id"]] = row
-    book = rate_book()
-    cluster_ids = {j.cluster_id for j in jobs}
+    cluster_ids = set(cluster_ids)
     largest: dict[int, int] = defaultdict(int)
     for row in (
         Gpu.objects.filter(cluster_id__in=cluster_ids, mig_profile="")
         .values("cluster_id", "node_id")
         .annotate(n=Count("id"))
+        .order_by()
     ):
         largest[row["cluster_id"]] = max(largest[row["cluster_id"]], row["n"])
     means = {
@@ -92,11 +92,34 @@ def job_summaries(*, job_ids: Iterable[int], now: datetime | None = None) -> lis
         for row in GpuHour.objects.filter(gpu__cluster_id__in=cluster_ids, hour__gte=now - CLUSTER_MEAN_WINDOW)
         .values("gpu__cluster_id")
         .annotate(sm=Sum("sm_sum"), n=Sum("sm_samples"))
+        .order_by()
         if row["n"]
     }
+    return ClusterStats(dict(largest), means, rate_book())
+
+
+def job_clusters(*, job_ids: Iterable[int]) -> set[int]:
+    return set(Job.objects.filter(pk__in=list(job_ids)).values_list("cluster_id", flat=True).distinct())
+
+
+def job_summaries(
+    *, job_ids: Iterable[int], now: datetime | None = None, stats: ClusterStats | None = None
+) -> list[JobSummary]:
+    """Summaries of the jobs that have started, in three queries whatever their number (three more for the
+    clusters' statistics unless the caller read them once for its whole pass: `stats`), and one per multi-GPU job
+    on a node whose topology shows it could sit nearer (`efficiency.placement`)."""
+    now = now or timezone.now()
+    jobs = list(Job.objects.filter(pk__in=list(job_ids), start_time__isnull=False).select_related("cluster"))
+    if not jobs:
+        return []
+    rows: dict[int, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for row in JobGpuHour.objects.filter(job_id__in=[j.pk for j in jobs]).values("job_id", *GPU_FIELDS, *HOUR_FIELDS):
+        rows[row["job_id"]][row["gpu_id"]].append(row)
+    stats = stats or cluster_stats(cluster_ids={j.cluster_id for j in jobs}, now=now)
     summaries = [
-        _summary(job, rows[job.pk], rate_current(cluster=job.cluster.name, gpu_model=job.gpu_model, at=now, book=book),
-                 largest, means, now)
+        _summary(job, rows[job.pk],
+                 rate_current(cluster=job.cluster.name, gpu_model=job.gpu_model, at=now, book=stats.book),
+                 stats.largest_node_gpus, stats.sm_means, now)
         for job in jobs
     ]  # fmt: skip
     placed = job_placements(summaries)

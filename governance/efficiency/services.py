@@ -16,7 +16,7 @@ from governance.efficiency.models import LIVE_STATES, Finding, FindingEvent, Job
 from governance.efficiency.notifications import finding_payload, finding_text
 from governance.efficiency.rules import rules_evaluate
 from governance.efficiency.rules.base import pct
-from governance.efficiency.selectors import job_bills, job_summaries
+from governance.efficiency.selectors import cluster_stats, job_bills, job_clusters, job_summaries
 from governance.efficiency.summary import JobSummary
 from governance.efficiency.thresholds import thresholds_from_settings
 from governance.efficiency.waste import savings_allocate, savings_window_start, waste_allocate
@@ -79,8 +79,11 @@ def findings_evaluate(*, job_ids: Iterable[int], now: datetime | None = None, fi
     since = savings_window_start(now)
     thresholds = thresholds_from_settings()
     result = Evaluation()
+    job_ids = list(job_ids)
+    # The clusters' statistics once for the whole pass: per chunk they would cost the pass the square of the fleet.
+    stats = cluster_stats(cluster_ids=job_clusters(job_ids=job_ids), now=now) if job_ids else None
     for chunk in _chunks(job_ids):
-        summaries = job_summaries(job_ids=chunk, now=now)
+        summaries = job_summaries(job_ids=chunk, now=now, stats=stats)
         bills = job_bills(job_ids=chunk)
         with transaction.atomic():
             # Locking the jobs' evaluation rows makes two workers on the same job take turns.

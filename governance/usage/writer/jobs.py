@@ -149,10 +149,13 @@ def jobs_apply(
     if changed:
         _jobs_update(changed)
         times = (JOB_FIELDS.index("start_time"), JOB_FIELDS.index("end_time"))
+        priced = [job for job in changed if _priced_values(job) != _priced_values(before[job.pk])]
         job_days_mark(
-            (job.pk, job.cluster_id, _earliest(job.start_time, before[job.pk][times[0]]),
-             _latest(job.end_time, before[job.pk][times[1]]))
-            for job in changed
+            ((job.pk, job.cluster_id, _earliest(job.start_time, before[job.pk][times[0]]),
+              _end_marked(job.end_time, before[job.pk][times[1]]))
+             for job in priced),
+            new=[job.pk for job in priced if before[job.pk][times[0]] is None],
+            sampled=models,
         )  # fmt: skip
         # A job that had started was on a bill: what this batch changed on it is kept as its history.
         names = {pk: name for name, pk in cluster_ids.items()}
@@ -168,8 +171,22 @@ def _earliest(*moments):
     return min(known) if known else None
 
 
-def _latest(*moments):
-    return None if any(m is None for m in moments) else max(moments)
+def _end_marked(end, was):
+    """The end a change marks to: the later of the two ends; a job whose end arrives, its end (a day the ledger billed
+    past it is re-priced by the pricing pass); None (now) for one that is open again."""
+    if end is None:
+        return None
+    return end if was is None else max(end, was)
+
+
+# What the ledger prices from a job's record: a change of anything else (state, labels) re-prices nothing.
+PRICED_FIELDS = ("user_name", "account", "team_name", "project_id", "gpus", "gpu_model", "start_time", "end_time")
+PRICED_AT = tuple(JOB_FIELDS.index(name) for name in PRICED_FIELDS)
+
+
+def _priced_values(job_or_values: Job | tuple) -> tuple:
+    values = _job_values(job_or_values) if isinstance(job_or_values, Job) else job_or_values
+    return tuple(values[i] for i in PRICED_AT)
 
 
 SOURCE_RECORD = """

@@ -1,7 +1,8 @@
 from django.db import transaction
 
 from governance.costs.management.commands._args import month_arg
-from governance.costs.reprice import charges_reprice, month_reprice
+from governance.costs.reprice import charges_reprice
+from governance.costs.settle import month_reprice
 from governance.lib.doors import AuditedCommand
 
 
