@@ -5,7 +5,8 @@ could claim at most (declared counts, and each GPU seen with jobs that declare n
 cluster has that samples do not show free, no GPU is unconfirmed, and no over-claim was recorded for the day.
 Otherwise every job of the cluster-day is priced together and allocation decides who holds each GPU-hour. A GPU
 seen with several jobs in an hour is no contention by itself: each job holds its part of it (allocation.seen_part),
-so together they hold at most the GPU.
+so together they hold at most the GPU; it is where the shares its jobs declare pass it over the time each held it,
+or where jobs of declared and of unknown share meet on it (_gpus_overshared).
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from governance.costs.allocation import (
     Seen,
     capacity_by_hour,
     capacity_intervals,
+    hours_between,
     seen_weight,
     window,
 )
-from governance.costs.ledger import DAY, day_start, month_of
+from governance.costs.ledger import DAY, HOUR, day_start, month_of
 from governance.costs.models import Charge, OverClaim
 from governance.costs.terms import TermsByMonth
 from governance.fleet.models import Cluster, Gpu
@@ -109,6 +111,7 @@ def contended_days(
         if r["unconfirmed"]:
             flagged.add(key)
         claims[key][(r["gpu__model"], r["hour"])] += r["undeclared"]
+    flagged |= {k for k in _gpus_overshared(in_range) if k in inputs}
     flagged |= {k for k in OverClaim.objects.filter(cluster_id__in=names, day__in=days).values_list(
         "cluster_id", "day").distinct() if k in inputs}  # fmt: skip
     for key, by_hour in claims.items():
@@ -121,6 +124,40 @@ def contended_days(
     contended = {k: inputs[k] for k in flagged}
     _widen(job_days, contended)
     return contended
+
+
+def _gpus_overshared(in_range: Q) -> set[tuple[int, date]]:
+    """The cluster-days of GPU-hours seen with several jobs that allocation must share out: jobs of declared shares
+    whose shares over the time each held the GPU pass the GPU (two jobs each declaring it whole at once), or jobs of
+    declared and of unknown share together (the unknown ones get what the declared leave). A GPU handed from one job
+    to the next is neither."""
+    rows = (
+        JobGpuHour.objects.filter(in_range)
+        .annotate(allocated=allocated_samples())
+        .filter(samples__lt=F("allocated"))
+        .values_list("gpu__cluster_id", "gpu_id", "hour", "job__gpus", "job__start_time", "job__end_time")
+    )
+    by_gpu: dict[tuple[int, int, datetime], list[tuple[Decimal | None, datetime | None, datetime | None]]] = (
+        defaultdict(list)
+    )
+    for cid, gpu, hour, gpus, start, end in rows:
+        by_gpu[(cid, gpu, hour)].append((gpus, start, end))
+    out: set[tuple[int, date]] = set()
+    for (cid, _, hour), jobs in by_gpu.items():
+        declared = [(gpus, start, end) for gpus, start, end in jobs if gpus and start is not None]
+        if declared and len(declared) < len(jobs):
+            out.add((cid, hour.date()))
+            continue
+        held = sum(
+            (
+                hours_between(max(hour, start), min(hour + HOUR, end or hour + HOUR)) * min(Decimal(1), gpus)
+                for gpus, start, end in declared
+            ),
+            Decimal(0),
+        )
+        if held > 1 + SLACK:
+            out.add((cid, hour.date()))
+    return out
 
 
 def _add_declared(claims: dict[tuple[str, datetime], Decimal], holder: Holder, day: DayInputs) -> None:

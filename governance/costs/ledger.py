@@ -65,7 +65,7 @@ class JobFacts:
     cluster_id: int
     cluster: str
     user: str
-    gpus: int | None
+    gpus: Decimal | int | None  # a share of one GPU where it holds one (0.25)
     model: str
     start: datetime | None
     end: datetime | None
@@ -81,7 +81,7 @@ class JobFacts:
     def declared(self) -> bool:
         return self.held() is not None
 
-    def held(self) -> tuple[datetime, int] | None:
+    def held(self) -> tuple[datetime, Decimal | int] | None:
         """Since when and how many GPUs its scheduler says the job holds; None where no source knows the count."""
         if self.gpus and self.start is not None:
             return self.start, self.gpus

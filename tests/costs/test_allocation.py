@@ -93,3 +93,28 @@ def test_a_mig_share_is_its_fraction_of_a_gpu_and_an_unknown_profile_is_no_share
     assert mig_share(H100, "") == 1
     assert mig_share(H100, "1g.10gb") == D(1) / 7
     assert mig_share(H100, "zz") == 0
+
+
+def test_shares_declared_on_one_gpu_are_billed_as_declared_and_a_job_of_unknown_share_gets_what_they_leave():
+    quarter = D("0.25")
+    holders = [Holder(1, quarter, H100, "", NINE, None), Holder(2, quarter, H100, "", NINE, None),
+               Holder(3, None, H100, "", NINE, None)]  # fmt: skip
+    seen = [Seen(job, 10, NINE, H100, "", False, seen_weight(20, 60)) for job in (1, 2, 3)]
+    capacity = capacity_by_hour({(H100, 1, NINE, NINE + HOUR): 1})  # type: ignore[dict-item]
+
+    held = day_allocation(NINE, NINE + HOUR, holders, seen, capacity, {})
+
+    assert {key[0]: h.billed for key, h in held.items()} == {1: quarter, 2: quarter, 3: D("0.5")}
+
+
+def test_shares_that_claim_more_than_the_gpu_are_scaled_down_pro_rata_and_the_rest_is_an_over_claim():
+    holders = [Holder(1, D("0.8"), H100, "", NINE, None), Holder(2, D("0.6"), H100, "", NINE, None)]
+    seen = [Seen(job, 10, NINE, H100, "", False, seen_weight(30, 60)) for job in (1, 2)]
+    capacity = capacity_by_hour({(H100, 1, NINE, NINE + HOUR): 1})  # type: ignore[dict-item]
+
+    held = day_allocation(NINE, NINE + HOUR, holders, seen, capacity, {})
+
+    assert {key[0]: (h.claimed, h.billed) for key, h in held.items()} == {
+        1: (D("0.8"), D("0.8") / D("1.4")),
+        2: (D("0.6"), D("0.6") / D("1.4")),
+    }
