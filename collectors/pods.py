@@ -7,6 +7,10 @@ GPUs it holds, so a pod with no process on its GPU is billed too: its GPUs' samp
 Its project is its namespace, unless its labels (the pods file, where the agent has one) name one with
 `gpu-governance/project`, or a team with `gpu-governance/team`. It starts when first seen (or at the
 `start_time` the pods file gives) and, once gone from a round that did read the node, ends `completed`.
+
+A pod holding replicas of a time-sliced GPU (the kubelet's `GPU-uuid::n` ids) holds that share of it: one replica
+of 4 is `"gpus": 0.25`. Where the kubelet does not say how many replicas a GPU has, the pod's share is unknown
+(null). The GPU's samples go to the pods sharing it in turn (one sample names one job), so each is seen on it.
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import ROUND_DOWN, Decimal
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from collectors.podresources import PodResources, PodResourcesUnavailable
-from collectors.records import JobRecord, Record, SampleRecord, pod_namespace
+from collectors.podresources import REPLICA, PodResources, PodResourcesUnavailable, replica_gpu
+from collectors.records import GPUS_QUANTUM, JobRecord, Record, SampleRecord, pod_namespace
 
 log = logging.getLogger("gpu-collector")
 PROJECT_LABEL = "gpu-governance/project"
@@ -57,6 +62,29 @@ class KubernetesPods:
         self.pods_file = Path(pods_file) if pods_file else None
         self.pods: dict[str, PodSeen] = {}
         self.warned = False
+        self.turns: dict[str, int] = defaultdict(int)  # per shared GPU, how many of its samples were handed out
+
+    def _replicas(self) -> dict[str, int] | None:
+        """GPU -> its replicas, as the kubelet lists them; None where it cannot say."""
+        if self.pod_resources is None:
+            return None
+        try:
+            return self.pod_resources.replicas()
+        except PodResourcesUnavailable:
+            return None
+
+    def _share(self, devices: set[str], replicas: dict[str, int] | None) -> Decimal | None:
+        """The GPUs a pod holds: 1 per whole GPU, 1/n per replica of a GPU made n replicas; None if n is unknown.
+        Rounded down to the contract's places, so the shares of one GPU never add up to more than it."""
+        held = Decimal(0)
+        for device in devices:
+            if REPLICA not in device:
+                held += 1
+            elif replicas and replicas.get(replica_gpu(device)):
+                held += (Decimal(1) / replicas[replica_gpu(device)]).quantize(GPUS_QUANTUM, ROUND_DOWN)
+            else:
+                return None
+        return held
 
     def _held(self) -> dict[str, tuple[str, str]] | None:
         if self.pod_resources is None:
@@ -90,12 +118,20 @@ class KubernetesPods:
         held = self._held()
         samples = [r for r in records if isinstance(r, SampleRecord)]
         by_device = {device: pod_job(*pod) for device, pod in (held or {}).items()}
+        by_gpu: dict[str, list[str]] = defaultdict(list)
+        for device, job in sorted(by_device.items()):
+            if job not in by_gpu[replica_gpu(device)]:
+                by_gpu[replica_gpu(device)].append(job)
         from_samples: dict[str, set[str]] = defaultdict(set)
         models: dict[str, str] = {}
         for s in samples:
-            # The kubelet names the pod where the sample names none, or only the pod's uid (no pods file).
-            if s.gpu_uuid in by_device and (s.job_id is None or _POD_UID.match(s.job_id)):
-                s.job_id = by_device[s.gpu_uuid]
+            # The kubelet names the pod where the sample names none, or only the pod's uid (no pods file); a GPU
+            # several pods share gives its samples to each in turn.
+            if s.gpu_uuid in by_gpu and (s.job_id is None or _POD_UID.match(s.job_id)):
+                sharing = by_gpu[s.gpu_uuid]
+                s.job_id = sharing[self.turns[s.gpu_uuid] % len(sharing)]
+                if len(sharing) > 1:
+                    self.turns[s.gpu_uuid] += 1
             if s.job_id is not None and is_pod_job(s.job_id):
                 from_samples[s.job_id].add(s.gpu_uuid)
                 models.setdefault(s.job_id, s.gpu_model)
@@ -105,8 +141,11 @@ class KubernetesPods:
             from_kubelet[job].add(device)
         gpus = {**from_samples, **from_kubelet}
         facts = self._facts() if gpus else {}
+        replicas = self._replicas() if any(REPLICA in d for d in by_device) else {}
         out = [
-            r for job, devices in sorted(gpus.items()) if (r := self._running(job, len(devices), models, facts, now))
+            r
+            for job, devices in sorted(gpus.items())
+            if (r := self._running(job, self._share(devices, replicas), models, facts, now))
         ]
         # A round that read nothing (exporter or kubelet unreachable) says nothing about pods being gone.
         if samples and held is not None:
@@ -115,7 +154,7 @@ class KubernetesPods:
                 out.append(msgspec.structs.replace(seen, end_time=max(now, seen.start_time or now), state="completed"))
         return out
 
-    def _running(self, job: str, gpus: int, models: dict, facts: dict, now: datetime) -> JobRecord | None:
+    def _running(self, job: str, gpus: Decimal | None, models: dict, facts: dict, now: datetime) -> JobRecord | None:
         seen = self.pods.get(job)
         if seen is not None and seen.record.gpus == gpus and (now - seen.sent_at).total_seconds() < self.every:
             return None

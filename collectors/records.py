@@ -10,6 +10,7 @@ import re
 import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -42,7 +43,13 @@ GpuIndex = Annotated[int, msgspec.Meta(ge=0, lt=MAX_GPU_INDEX)]
 NumaNode = Annotated[int, msgspec.Meta(ge=0, lt=MAX_NUMA_NODE)]
 CpuNumaNode = Annotated[int, msgspec.Meta(ge=0, lt=MAX_CPU_NUMA_NODE)]
 CpuNumaNodes = Annotated[list[CpuNumaNode], msgspec.Meta(max_length=MAX_CPU_NUMA_NODE)]
-GpuCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_JOB_GPUS)]
+# A job's GPUs: a whole count, or a share of one GPU (time-slicing, MPS, fractional requests: 0.47), decoded exactly
+# from the JSON number. msgspec bounds no Decimal: JobRecord checks it (finite, 0 to MAX_JOB_GPUS, at most
+# GPUS_PLACES decimal places, what usage_job.gpus stores). 0, like null, says the source does not know the count.
+GpuCount = Decimal
+GPUS_PLACES = 6
+GPUS_QUANTUM = Decimal(1).scaleb(-GPUS_PLACES)
+ONE = Decimal(1)
 # Printable (no control character, no NUL) is checked after decoding, once per batch (see `_unprintable`): a
 # pattern here would run a regular expression per string and cost most of what decoding costs.
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NAME)]
@@ -87,6 +94,8 @@ class JobRecord(msgspec.Struct, tag_field="kind", tag="job", forbid_unknown_fiel
     labels: Labels = {}
 
     def __post_init__(self) -> None:
+        if self.gpus is not None:
+            self.gpus = gpus_check(self.gpus)
         if self.start_time is not None and self.start_time < self.submit_time:
             raise ValueError("start_time: is before submit_time")
         if self.end_time is not None:
@@ -94,6 +103,20 @@ class JobRecord(msgspec.Struct, tag_field="kind", tag="job", forbid_unknown_fiel
                 raise ValueError("start_time: is required when end_time is set")
             if self.end_time < self.start_time:
                 raise ValueError("end_time: is before start_time")
+
+
+def gpus_check(gpus: Decimal) -> Decimal:
+    """A job's GPUs as the record contract takes them, or ValueError naming the field and the reason (a record built
+    in Python may give an int)."""
+    if not isinstance(gpus, Decimal):
+        gpus = Decimal(gpus) if isinstance(gpus, int) else Decimal(str(gpus))
+    if not gpus.is_finite() or gpus < 0:
+        raise ValueError("gpus: must be a number of GPUs from 0 (unknown) up, or null")
+    if gpus > MAX_JOB_GPUS:
+        raise ValueError(f"gpus: must be at most {MAX_JOB_GPUS}")
+    if gpus != gpus.quantize(GPUS_QUANTUM):
+        raise ValueError(f"gpus: has more than {GPUS_PLACES} decimal places")
+    return gpus.quantize(ONE) if gpus == gpus.to_integral_value() else gpus.normalize()
 
 
 class SampleRecord(
@@ -168,7 +191,7 @@ class ClusterNotAllowed(BatchInvalid):
 _batch_decoder = msgspec.json.Decoder(Batch)
 _loose_decoder = msgspec.json.Decoder(_LooseBatch)
 _record_decoder = msgspec.json.Decoder(Record)
-_encoder = msgspec.json.Encoder()
+_encoder = msgspec.json.Encoder(decimal_format="number")  # "gpus": 0.25, as the contract writes it
 
 MAX_REPORTED_ERRORS = 100
 

@@ -13,6 +13,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from collectors.records import JobRecord, Record, SampleRecord
 
@@ -63,7 +64,7 @@ class SimJob:
             user=self.user,
             project=self.project,
             team=self.team,
-            gpus=len(self.gpus),
+            gpus=Decimal(len(self.gpus)),
             gpu_model=GPU_MODEL,
             submit_time=self.submit,
             start_time=self.start if started else None,

@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import msgspec
@@ -120,7 +121,7 @@ def job_record(job: dict[str, Any], *, cluster: str | None = None) -> JobRecord:
         job_id=str(job["job_id"]),
         user=job.get("user_name") or job.get("user") or "unknown",
         project=job.get("account") or "unknown",
-        gpus=gpus_of(job),
+        gpus=None if (count := gpus_of(job)) is None else Decimal(count),
         submit_time=submit,
         start_time=start,
         end_time=end if start is not None and end is not None and end >= start else None,

@@ -7,6 +7,7 @@ PostgreSQL and a real broker.
 
 import secrets
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -307,6 +308,9 @@ METRICS_TOKEN = env_str("METRICS_TOKEN")
 # --- Costs (chargeback) -------------------------------------------------------------------------
 # Hours after its last report that a GPU still counts as capacity (collectors report every minute or so).
 GOVERNANCE_GPU_GONE_AFTER_HOURS = env_int("GOVERNANCE_GPU_GONE_AFTER_HOURS", 24)
+# A cluster-day's over-claim is announced to the admins (capacity.overclaimed) only when the GPU-hours claimed beyond
+# the GPUs that exist pass this; smaller ones are still recorded and listed (admin, API, /metrics). 0: every one.
+GOVERNANCE_OVERCLAIM_NOTIFY_GPU_HOURS = Decimal(str(env_float("GOVERNANCE_OVERCLAIM_NOTIFY_GPU_HOURS", 1.0)))
 # Where budget alerts are POSTed (JSON) when a budget names no webhook of its own; empty: no webhook.
 GOVERNANCE_BUDGET_WEBHOOK_URL = env_str("GOVERNANCE_BUDGET_WEBHOOK_URL")
 GOVERNANCE_BILLING_ACCOUNT = env_str("GOVERNANCE_BILLING_ACCOUNT", "gpu-governance")

@@ -25,11 +25,13 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Count, Sum
+from django.utils import timezone
 
-from collectors.mig import UnknownMigProfile
+from governance.costs.allocation import seen_part, seen_weight
+from governance.costs.contention import allocated_samples
 from governance.costs.ledger import AMOUNTS
 from governance.costs.models import AllocatedHour, Charge, LedgerDay, MonthClose, StatementLine
-from governance.costs.pricing import mig_fraction
+from governance.costs.pricing import mig_share
 from governance.costs.selectors import reconcile
 from governance.costs.summaries import KEY as SUMMARY_KEY
 from governance.costs.terms import TermsByMonth
@@ -143,6 +145,7 @@ def assert_waste_within_bill() -> dict[str, dict]:
 
 
 HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
 # Rows are stored to the micro-GPU-hour: a sum of n of them may pass an exact bound by n x 0.5e-6.
 ROUNDING = Decimal("0.000001")
 
@@ -156,14 +159,6 @@ def _hours(lo: datetime, hi: datetime) -> list[tuple[datetime, Decimal]]:
         out.append((hour, Decimal(part.total_seconds()) / 3600))
         hour += HOUR
     return out
-
-
-def _share(model: str, profile: str) -> Decimal:
-    try:
-        f = mig_fraction(model, profile)
-    except UnknownMigProfile:
-        return Decimal(0)  # as pricing does: a GPU of an unknown profile is no capacity, and its job-days fail
-    return Decimal(f.numerator) / f.denominator
 
 
 def _capacity_by_hour() -> dict[tuple[str, str, datetime], Decimal]:
@@ -197,11 +192,21 @@ def _capacity_by_hour() -> dict[tuple[str, str, datetime], Decimal]:
         hi = max(last_seen.replace(minute=0, second=0, microsecond=0) + HOUR, last_seen + grace)
         for hour, part in _hours(lo, hi):
             if (cluster, hour.date()) not in declared_days:
-                out[(cluster, model, hour)] += part * _share(model, profile)
+                out[(cluster, model, hour)] += part * mig_share(model, profile)
     return out
 
 
-def _row_hours(row: dict, kept: dict, seen: dict, jobs: dict) -> list[tuple[datetime, Decimal]]:
+def _whole(hour: datetime, row: dict, closed: set) -> Decimal:
+    """The part of an hour pricing reached on the row's day: to its month's end once closed, else to now (frozen in
+    the tests)."""
+    month = Month(row["day"].year, row["day"].month)
+    until = month.end if month.start.date() in closed else timezone.now()
+    first = datetime(row["day"].year, row["day"].month, row["day"].day, tzinfo=UTC)
+    end = min(hour + HOUR, first + DAY, until)
+    return max(Decimal((end - hour).total_seconds()) / 3600, Decimal(0))
+
+
+def _row_hours(row: dict, kept: dict, seen: dict, jobs: dict, closed: set) -> list[tuple[datetime, Decimal]]:
     """The hours of one usage row: what allocation kept for it, else the job's own claim over the row's period (its
     declared count, else the GPUs its samples show), which must add up to the row."""
     key = (row["job_id"], row["day"], row["gpu_model"], row["mig_profile"])
@@ -209,13 +214,17 @@ def _row_hours(row: dict, kept: dict, seen: dict, jobs: dict) -> list[tuple[date
         spread = kept[key]
     else:
         gpus, start = jobs[row["job_id"]]
-        share = _share(row["gpu_model"], row["mig_profile"])
+        share = mig_share(row["gpu_model"], row["mig_profile"])
         span = _hours(row["period_start"], row["period_end"])
         if gpus and start is not None:
             spread = [(hour, part * gpus * share) for hour, part in span]
-        else:
+        else:  # each GPU seen in the hour, or the job's part of one it shared (priced up to now, in an open month)
             shown = seen.get(key, {})
-            spread = [(hour, part * shown.get(hour, 0) * share) for hour, part in span]
+            spread = [
+                (hour, sum((seen_part(part, _whole(hour, row, closed), w) for w in shown.get(hour, [])), Decimal(0))
+                 * share)
+                for hour, part in span
+            ]  # fmt: skip
     total = sum((h for _, h in spread), Decimal(0))
     assert abs(total - row["gpu_hours"]) <= ROUNDING * (len(spread) + 1), (
         f"job {row['job_ref']} on {row['day']} is billed {row['gpu_hours']} GPU-hours of {row['gpu_model']} but its"
@@ -237,18 +246,20 @@ def assert_billed_within_capacity() -> None:
     kept: dict[tuple, list[tuple[datetime, Decimal]]] = defaultdict(list)
     for r in AllocatedHour.objects.values("job_id", "day", "gpu_model", "mig_profile", "hour", "gpu_hours"):
         kept[(r["job_id"], r["day"], r["gpu_model"], r["mig_profile"])].append((r["hour"], r["gpu_hours"]))
-    seen: dict[tuple, dict[datetime, int]] = defaultdict(lambda: defaultdict(int))
+    seen: dict[tuple, dict[datetime, list[Decimal]]] = defaultdict(lambda: defaultdict(list))
     ids = {r["job_id"] for r in rows}
-    for job, hour, model, profile in JobGpuHour.objects.filter(job_id__in=ids).values_list(
-        "job_id", "hour", "gpu__model", "gpu__mig_profile"
+    rollups = JobGpuHour.objects.filter(job_id__in=ids).annotate(allocated=allocated_samples())
+    for job, hour, model, profile, samples, allocated in rollups.values_list(
+        "job_id", "hour", "gpu__model", "gpu__mig_profile", "samples", "allocated"
     ):
-        seen[(job, hour.date(), model, profile)][hour] += 1
+        seen[(job, hour.date(), model, profile)][hour].append(seen_weight(samples, allocated))
     jobs = {pk: (gpus, start) for pk, gpus, start in Job.objects.filter(pk__in=ids).values_list(
         "pk", "gpus", "start_time")}  # fmt: skip
+    closed = set(MonthClose.objects.values_list("month", flat=True))
     billed: dict[tuple[str, str, datetime], Decimal] = defaultdict(Decimal)
     count: dict[tuple[str, str, datetime], int] = defaultdict(int)
     for row in rows:
-        for hour, hours in _row_hours(row, kept, seen, jobs):
+        for hour, hours in _row_hours(row, kept, seen, jobs, closed):
             billed[(row["cluster_name"], row["gpu_model"], hour)] += hours
             count[(row["cluster_name"], row["gpu_model"], hour)] += 1
     capacity = _capacity_by_hour()

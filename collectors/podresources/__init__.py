@@ -7,14 +7,24 @@ GPU with no process on it (and flags it idle). `api.proto` is the published v1 A
     python -m grpc_tools.protoc -I . --python_out=. --grpc_python_out=. collectors/podresources/api.proto
 
 Device ids are what the device plugin reports: GPU UUIDs (the NVIDIA plugin's default id strategy), MIG
-device UUIDs for MIG slices.
+device UUIDs for MIG slices, and under time-slicing (or MPS) one id per replica of a GPU, `GPU-uuid::n`: a pod
+holding one of a GPU's replicas holds that share of it. How many replicas each GPU has is what the kubelet lists
+as allocatable (`GetAllocatableResources`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"  # the device plugin's "mixed" MIG strategy: nvidia.com/mig-1g.10gb, ...
+REPLICA = "::"  # GPU-uuid::n, the n-th replica of a time-sliced (or MPS-shared) GPU
+
+
+def replica_gpu(device: str) -> str:
+    """The GPU a device id names: the GPU of a replica id, else the id itself."""
+    return device.partition(REPLICA)[0]
 
 
 class PodResourcesUnavailable(Exception):
@@ -60,6 +70,26 @@ class PodResources:
                         for device in devices.device_ids:
                             held[device] = (pod.namespace, pod.name)
         return held
+
+    def replicas(self) -> dict[str, int]:
+        """GPU uuid -> how many replicas the device plugin made of it (time-slicing, MPS); GPUs not shared are not
+        listed."""
+        import grpc
+
+        from collectors.podresources import api_pb2
+
+        try:
+            response = self.stub.GetAllocatableResources(api_pb2.AllocatableResourcesRequest(), timeout=self.timeout)
+        except grpc.RpcError as exc:
+            raise PodResourcesUnavailable(
+                f"kubelet pod-resources at {self.socket}: GetAllocatableResources {exc.code().name} (the kubelet"
+                " serves it from Kubernetes 1.23)"
+            ) from None
+        counts: Counter[str] = Counter()
+        for devices in response.devices:
+            if devices.resource_name == GPU:
+                counts.update(replica_gpu(d) for d in devices.device_ids if REPLICA in d)
+        return dict(counts)
 
     def close(self) -> None:
         self.channel.close()

@@ -4,8 +4,10 @@ data in and out; governance/costs/contention.py reads the inputs, governance/cos
 - The GPUs a cluster has in an hour: its declared capacity where it declares any, else the GPUs known to the fleet
   (each from the hour of its first report to the hour after its last, or until now while it reports), never a GPU
   an admin has not confirmed beyond declared capacity.
-- Where samples show which GPU a job held, the hour of that GPU goes to that job; two jobs seen on one GPU in one
-  hour share it equally. A GPU not confirmed is never billed.
+- Where samples show which GPU a job held, the hour of that GPU goes to that job. A GPU seen with several jobs in
+  one hour (one handed over to the next, or pods time-slicing it) goes to each by the time it was seen on it: its
+  samples over every job's samples on the GPU then, and never more than the part of the hour it held its GPUs. A
+  GPU not confirmed is never billed.
 - A declared count fills, beyond the GPUs the job was seen on, only what is left of the hour after the sampled GPUs
   and the GPUs samples show free, scaled down pro rata when the counts claim more.
 - What a job claimed and was not billed is an over-claim.
@@ -22,7 +24,7 @@ from fractions import Fraction
 from typing import cast
 
 from collectors.mig import UnknownMigProfile
-from governance.costs.pricing import mig_fraction
+from governance.costs.pricing import mig_fraction, mig_share
 from governance.costs.terms import Terms
 
 ZERO = Decimal(0)
@@ -111,10 +113,11 @@ class Claim:
     sampled: Decimal = ZERO
     unconfirmed: Decimal = ZERO
     declared: Decimal = ZERO
+    overshared: Decimal = ZERO  # declared shares of a GPU beyond what it holds (scaled down pro rata): never billed
 
     @property
     def total(self) -> Decimal:
-        return self.sampled + self.unconfirmed + self.declared
+        return self.sampled + self.unconfirmed + self.declared + self.overshared
 
 
 def allocate(capacity: Decimal, free: Decimal, claims: Sequence[Claim]) -> dict[Hashable, Decimal]:
@@ -135,7 +138,7 @@ class Holder:
     from `start` to `end` (None: unknown, or still running)."""
 
     pk: int
-    gpus: int | None
+    gpus: Decimal | int | None
     model: str
     profile: str
     start: datetime | None
@@ -152,6 +155,7 @@ class Seen:
     model: str
     profile: str
     unconfirmed: bool
+    weight: Decimal = ONE  # seen_weight: its part of the GPU-hour where other jobs were seen on the GPU too
 
 
 def window(h: Holder, hour: datetime, first: datetime, last: datetime) -> tuple[datetime, datetime] | None:
@@ -160,35 +164,101 @@ def window(h: Holder, hour: datetime, first: datetime, last: datetime) -> tuple[
     return (lo, hi) if hi > lo else None
 
 
-def _share(model: str, profile: str) -> Decimal:
-    fraction = mig_fraction(model, profile)
-    return Decimal(fraction.numerator) / fraction.denominator
+def seen_weight(samples: int, allocated: int | None) -> Decimal:
+    """A job's weight on a GPU-hour it was seen on: its samples over every job's samples on the GPU then (the GPU's
+    rollup counts them as allocated); 1 alone."""
+    if not allocated or samples >= allocated:
+        return ONE
+    return Decimal(samples) / allocated
 
 
-def hour_claims(hour: datetime, model: str, first: datetime, last: datetime, holders: Sequence[Holder],
-                seen: dict[tuple[int, datetime, str], list[Seen]], jobs_on: dict[tuple[int, datetime], int],
-                ) -> list[tuple[Claim, tuple[datetime, datetime]]]:  # fmt: skip
+def seen_part(part: Decimal, whole: Decimal, weight: Decimal) -> Decimal:
+    """The hours a job holds of a GPU-hour it was seen on: the part of the hour it held its GPUs (`part`), at most
+    its weight of the hour as far as it is priced (`whole`)."""
+    return part if weight >= ONE else min(part, whole * weight)
+
+
+def _declares(h: Holder) -> bool:
+    return bool(h.gpus) and h.start is not None
+
+
+def _per_gpu(
+    model: str, whole: Decimal, parts: dict[int, Decimal], holders: dict[int, Holder], rows: Sequence[Seen]
+) -> tuple[dict[tuple[int, int], tuple[Decimal, Decimal]], dict[tuple[int, int], Decimal]]:
+    """How each GPU of the hour is shared among the jobs seen on it: a job that declares its GPUs (or its share of
+    one) claims its part of the hour x its share, scaled down pro rata where the claims on the GPU pass it; the jobs
+    of unknown share split what those leave by the time each was seen (alone: the part of the hour it was seen
+    for). (gpu, job) -> the fractions of the job's part of the hour it asked for and holds, for declared jobs;
+    -> GPU-hours, for the others."""
+    confirmed: dict[int, int] = defaultdict(int)
+    for s in rows:
+        if not s.unconfirmed and _declares(holders[s.job]):
+            confirmed[s.job] += 1
+    on_gpu: dict[int, list[Seen]] = defaultdict(list)
+    for s in rows:
+        on_gpu[s.gpu].append(s)
+    declared_part: dict[tuple[int, int], tuple[Decimal, Decimal]] = {}
+    unknown_hours: dict[tuple[int, int], Decimal] = {}
+    for gpu, seen in on_gpu.items():
+        asked: dict[int, Decimal] = {}
+        for s in seen:
+            h = holders[s.job]
+            if _declares(h) and not s.unconfirmed and h.model == model:
+                asked[s.job] = min(ONE, Decimal(cast(Decimal, h.gpus)) / confirmed[s.job])
+        claimed = sum((parts[j] * a for j, a in asked.items()), ZERO)
+        scale = min(ONE, whole / claimed) if claimed > whole else ONE
+        for j, a in asked.items():
+            declared_part[(gpu, j)] = (a, a * scale)
+        unknown = [s for s in seen if not _declares(holders[s.job])]
+        if not unknown:
+            continue
+        left = max(whole - claimed * scale, ZERO)
+        weights = sum((s.weight for s in unknown), ZERO)
+        for s in unknown:
+            mine = s.weight / weights if weights else ONE / len(unknown)
+            unknown_hours[(gpu, s.job)] = min(parts[s.job], left * mine)
+    return declared_part, unknown_hours
+
+
+def hour_claims(
+    hour: datetime,
+    model: str,
+    first: datetime,
+    last: datetime,
+    holders: Sequence[Holder],
+    seen: dict[tuple[int, datetime, str], list[Seen]],
+) -> list[tuple[Claim, tuple[datetime, datetime]]]:
     """Each holder's claim on the hour's GPUs of `model`, keyed (job, profile), with the stretch it held them."""
     out = []
+    whole = hours_between(max(hour, first), min(hour + HOUR, last))
+    spans = {h.pk: span for h in holders if (span := window(h, hour, first, last)) is not None}
+    parts = {pk: hours_between(*span) for pk, span in spans.items()}
+    by_pk = {h.pk: h for h in holders}
+    rows = [s for h in holders if h.pk in spans for s in seen.get((h.pk, hour, model), [])]
+    declared_part, unknown_hours = _per_gpu(model, whole, parts, by_pk, rows)
     for h in holders:
-        span = window(h, hour, first, last)
-        if span is None:
+        if h.pk not in spans:
             continue
-        part = hours_between(*span)
-        rows = seen.get((h.pk, hour, model), [])
-        if h.gpus and h.start is not None:  # declared: its count, on its own model
+        span, part = spans[h.pk], parts[h.pk]
+        mine = seen.get((h.pk, hour, model), [])
+        if _declares(h):  # its count (or share), on its own model
             if h.model != model:
                 continue
-            share = _share(h.model, h.profile)
-            confirmed = [s for s in rows if not s.unconfirmed]
-            cap = min(ONE, Decimal(h.gpus) / len(confirmed)) if confirmed else ONE
-            sampled = sum((part * share * cap / jobs_on[(s.gpu, hour)] for s in confirmed), ZERO)
-            declared = max(h.gpus - len(confirmed), 0) * part * share
-            out.append((Claim((h.pk, h.profile), sampled=sampled, declared=declared), span))
+            share = mig_share(h.model, h.profile)
+            confirmed = [s for s in mine if not s.unconfirmed]
+            sampled = sum((part * declared_part[(s.gpu, h.pk)][1] * share for s in confirmed), ZERO)
+            asked = sum((part * declared_part[(s.gpu, h.pk)][0] * share for s in confirmed), ZERO)
+            declared = max(Decimal(cast(Decimal, h.gpus)) - len(confirmed), ZERO) * part * share
+            # A share of one GPU its co-tenants' shares leave no room for is an over-claim; jobs declaring whole GPUs
+            # seen on the same GPUs share them, as jobs seen on one GPU do.
+            over = asked - sampled if h.gpus is not None and h.gpus < 1 else ZERO
+            out.append((Claim((h.pk, h.profile), sampled, declared=declared, overshared=over), span))
             continue
         by_profile: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
-        for s in rows:
-            by_profile[s.profile][1 if s.unconfirmed else 0] += part * _share(model, s.profile) / jobs_on[(s.gpu, hour)]
+        for s in mine:
+            by_profile[s.profile][1 if s.unconfirmed else 0] += unknown_hours[(s.gpu, h.pk)] * mig_share(
+                model, s.profile
+            )
         for profile, (sampled, unconfirmed) in sorted(by_profile.items()):
             out.append((Claim((h.pk, profile), sampled=sampled, unconfirmed=unconfirmed), span))
     return out
@@ -210,17 +280,15 @@ def day_allocation(
 ) -> dict[tuple[int, str, str], Held]:  # fmt: skip
     """(job, model, profile) -> what it claimed and was billed over the day's hours up to `last`."""
     by_job: dict[tuple[int, datetime, str], list[Seen]] = defaultdict(list)
-    jobs_on: dict[tuple[int, datetime], int] = defaultdict(int)
     models = set(capacity) | {h.model for h in holders if h.gpus}
     for s in seen:
         by_job[(s.job, s.hour, s.model)].append(s)
-        jobs_on[(s.gpu, s.hour)] += 1
         models.add(s.model)
     out: dict[tuple[int, str, str], Held] = defaultdict(Held)
     hour = first
     while hour < last:
         for model in sorted(models):
-            claims = hour_claims(hour, model, first, last, holders, by_job, jobs_on)
+            claims = hour_claims(hour, model, first, last, holders, by_job)
             if not claims:
                 continue
             billed = allocate(capacity.get(model, {}).get(hour, ZERO), free.get((model, hour), ZERO),

@@ -52,7 +52,7 @@ def hourly_gpu_hours(
             continue
         lo, hi = max(h.hour, job.start or h.hour, first), min(h.hour + HOUR, job.end or until, last)
         if hi > lo:
-            out[h.hour] += gpu_hours(lo, hi, h.gpus)
+            out[h.hour] += gpu_hours(lo, hi, h.gpus_held(lo, hi, first, last))
     return dict(out)
 
 

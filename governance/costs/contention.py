@@ -1,9 +1,12 @@
 """Which cluster-days a pricing pass must price together, and their inputs (governance/costs/allocation.py).
 
 A job-day is priced alone, as cheaply as ever, while its cluster-day is uncontended: in every hour what its jobs
-could claim at most (declared counts, and each job seen on each GPU) fits in the GPUs the cluster has that samples
-do not show free, no GPU is seen with two jobs, none is unconfirmed, and no over-claim was recorded for the day.
-Otherwise every job of the cluster-day is priced together and allocation decides who holds each GPU-hour.
+could claim at most (declared counts, and each GPU seen with jobs that declare no count) fits in the GPUs the
+cluster has that samples do not show free, no GPU is unconfirmed, and no over-claim was recorded for the day.
+Otherwise every job of the cluster-day is priced together and allocation decides who holds each GPU-hour. A GPU
+seen with several jobs in an hour is no contention by itself: each job holds its part of it (allocation.seen_part),
+so together they hold at most the GPU; it is where the shares its jobs declare pass it over the time each held it,
+or where jobs of declared and of unknown share meet on it (_gpus_overshared).
 """
 
 from __future__ import annotations
@@ -14,11 +17,20 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, F, FloatField, Q, Sum
+from django.db.models import Count, F, FloatField, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast
 
-from governance.costs.allocation import GpuSeen, Holder, Seen, capacity_by_hour, capacity_intervals, window
-from governance.costs.ledger import DAY, day_start, month_of
+from governance.costs.allocation import (
+    GpuSeen,
+    Holder,
+    Seen,
+    capacity_by_hour,
+    capacity_intervals,
+    hours_between,
+    seen_weight,
+    window,
+)
+from governance.costs.ledger import DAY, HOUR, day_start, month_of
 from governance.costs.models import Charge, OverClaim
 from governance.costs.terms import TermsByMonth
 from governance.fleet.models import Cluster, Gpu
@@ -87,9 +99,7 @@ def contended_days(
         JobGpuHour.objects.filter(in_range)
         .values("gpu__cluster_id", "gpu__model", "hour")
         .annotate(
-            pairs=Count("id"),
-            gpus=Count("gpu_id", distinct=True),
-            undeclared=Count("id", filter=Q(job__gpus__isnull=True) | Q(job__gpus=0)),
+            undeclared=Count("gpu_id", distinct=True, filter=Q(job__gpus__isnull=True) | Q(job__gpus=0)),
             unconfirmed=Count("id", filter=Q(gpu__unconfirmed=True)),
         )
         .order_by()
@@ -98,9 +108,10 @@ def contended_days(
         key = (r["gpu__cluster_id"], r["hour"].date())
         if key not in inputs:
             continue
-        if r["pairs"] > r["gpus"] or r["unconfirmed"]:
+        if r["unconfirmed"]:
             flagged.add(key)
         claims[key][(r["gpu__model"], r["hour"])] += r["undeclared"]
+    flagged |= {k for k in _gpus_overshared(in_range) if k in inputs}
     flagged |= {k for k in OverClaim.objects.filter(cluster_id__in=names, day__in=days).values_list(
         "cluster_id", "day").distinct() if k in inputs}  # fmt: skip
     for key, by_hour in claims.items():
@@ -113,6 +124,40 @@ def contended_days(
     contended = {k: inputs[k] for k in flagged}
     _widen(job_days, contended)
     return contended
+
+
+def _gpus_overshared(in_range: Q) -> set[tuple[int, date]]:
+    """The cluster-days of GPU-hours seen with several jobs that allocation must share out: jobs of declared shares
+    whose shares over the time each held the GPU pass the GPU (two jobs each declaring it whole at once), or jobs of
+    declared and of unknown share together (the unknown ones get what the declared leave). A GPU handed from one job
+    to the next is neither."""
+    rows = (
+        JobGpuHour.objects.filter(in_range)
+        .annotate(allocated=allocated_samples())
+        .filter(samples__lt=F("allocated"))
+        .values_list("gpu__cluster_id", "gpu_id", "hour", "job__gpus", "job__start_time", "job__end_time")
+    )
+    by_gpu: dict[tuple[int, int, datetime], list[tuple[Decimal | None, datetime | None, datetime | None]]] = (
+        defaultdict(list)
+    )
+    for cid, gpu, hour, gpus, start, end in rows:
+        by_gpu[(cid, gpu, hour)].append((gpus, start, end))
+    out: set[tuple[int, date]] = set()
+    for (cid, _, hour), jobs in by_gpu.items():
+        declared = [(gpus, start, end) for gpus, start, end in jobs if gpus and start is not None]
+        if declared and len(declared) < len(jobs):
+            out.add((cid, hour.date()))
+            continue
+        held = sum(
+            (
+                hours_between(max(hour, start), min(hour + HOUR, end or hour + HOUR)) * min(Decimal(1), gpus)
+                for gpus, start, end in declared
+            ),
+            Decimal(0),
+        )
+        if held > 1 + SLACK:
+            out.add((cid, hour.date()))
+    return out
 
 
 def _add_declared(claims: dict[tuple[str, datetime], Decimal], holder: Holder, day: DayInputs) -> None:
@@ -179,12 +224,32 @@ def _widen(job_days: dict[int, set[date]], contended: dict[tuple[int, date], Day
             job_days.setdefault(pk, set()).add(day)
 
 
+def allocated_samples() -> Subquery:
+    """For a rollup (a job on a GPU in an hour): the samples of every job seen on that GPU in that hour."""
+    of_gpu_hour = GpuHour.objects.filter(gpu_id=OuterRef("gpu_id"), hour=OuterRef("hour")).values("allocated_samples")
+    return Subquery(of_gpu_hour[:1])
+
+
 def day_seen(cid: int, inputs: DayInputs) -> list[Seen]:
-    """Every job's rollup on every GPU of a contended cluster-day."""
-    rows = JobGpuHour.objects.filter(gpu__cluster_id=cid, hour__gte=inputs.first, hour__lt=inputs.first + DAY)
+    """Every job's rollup on every GPU of a contended cluster-day, with its weight on the GPU-hour."""
+    rows = JobGpuHour.objects.filter(gpu__cluster_id=cid, hour__gte=inputs.first, hour__lt=inputs.first + DAY).annotate(
+        allocated=allocated_samples()
+    )
     return [
-        Seen(job, gpu, hour, model, profile, unconfirmed)
-        for job, gpu, hour, model, profile, unconfirmed in rows.values_list(
-            "job_id", "gpu_id", "hour", "gpu__model", "gpu__mig_profile", "gpu__unconfirmed"
+        Seen(job, gpu, hour, model, profile, unconfirmed, seen_weight(samples, allocated))
+        for job, gpu, hour, model, profile, unconfirmed, samples, allocated in rows.values_list(
+            "job_id", "gpu_id", "hour", "gpu__model", "gpu__mig_profile", "gpu__unconfirmed", "samples", "allocated"
         )
     ]
+
+
+def shared_seen(job_ids: list[int], lo: datetime, hi: datetime) -> list[tuple[int, datetime, str, str, Decimal]]:
+    """(job, hour, model, profile, weight) of these jobs' rollups from lo to hi on GPUs other jobs were seen on in
+    the same hour."""
+    rows = JobGpuHour.objects.filter(job_id__in=job_ids, hour__gte=lo, hour__lt=hi).annotate(
+        allocated=allocated_samples()
+    )
+    shared = rows.filter(samples__lt=F("allocated")).values_list(
+        "job_id", "hour", "gpu__model", "gpu__mig_profile", "samples", "allocated"
+    )
+    return [(job, hour, model, profile, seen_weight(n, total)) for job, hour, model, profile, n, total in shared]

@@ -3,7 +3,7 @@ lines. No ORM here; governance/costs/reprice.py reads the inputs and writes the 
 
 - A job's GPUs in an hour are the count its scheduler record declares; where no source knows the count (null or
   0), the GPUs its samples show in that hour (each rollup row is one GPU for one hour, clipped to the job's
-  start and end where known).
+  start and end where known; a GPU seen with other jobs too, the job's part of it: allocation.seen_part).
 - Cost = GPU-hours x the rate in force at each moment, x the MIG slice's share of a GPU.
 - A cluster's capacity of a day is what it declares where it declares any, else the GPUs its collectors saw.
   What no job held is the unallocated line, or, under the share policy, shared among the day's teams in
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
-from governance.costs.allocation import GpuSeen, Held, capacity_intervals
+from governance.costs.allocation import GpuSeen, Held, capacity_intervals, hours_between, seen_part
 from governance.costs.pricing import gpu_hours, mig_fraction, price_interval, scale
 from governance.costs.terms import SHARE, Terms
 from governance.lib.months import Month
@@ -65,7 +65,7 @@ class JobFacts:
     cluster_id: int
     cluster: str
     user: str
-    gpus: int | None
+    gpus: Decimal | int | None  # a share of one GPU where it holds one (0.25)
     model: str
     start: datetime | None
     end: datetime | None
@@ -81,7 +81,7 @@ class JobFacts:
     def declared(self) -> bool:
         return self.held() is not None
 
-    def held(self) -> tuple[datetime, int] | None:
+    def held(self) -> tuple[datetime, Decimal | int] | None:
         """Since when and how many GPUs its scheduler says the job holds; None where no source knows the count."""
         if self.gpus and self.start is not None:
             return self.start, self.gpus
@@ -107,6 +107,17 @@ class HourUse:
     power: float = 0.0
     power_samples: int = 0
     sm_samples: int = 0
+    shared: list[Decimal] = field(default_factory=list)  # the weights of its GPUs other jobs were seen on too
+
+    def gpus_held(self, lo: datetime, hi: datetime, first: datetime, last: datetime) -> int | Decimal:
+        """How many GPUs it held over lo..hi of the hour (the day priced from first to last): each GPU it held
+        alone, and its part of each GPU it shared."""
+        if not self.shared:
+            return self.gpus
+        part = hours_between(lo, hi)
+        whole = hours_between(max(self.hour, first), min(self.hour + HOUR, last))
+        shared = sum((seen_part(part, whole, w) for w in self.shared), ZERO)
+        return self.gpus - len(self.shared) + shared / part
 
 
 @dataclass(slots=True)
@@ -186,7 +197,7 @@ def job_day_rows(job: JobFacts, day: date, until: datetime, hours: list[HourUse]
             continue
         model = h.model or job.model
         fraction = mig_fraction(model, h.profile)
-        priced = price_interval(lo, hi, h.gpus, terms.book.pricing(job.cluster, model).rates)
+        priced = price_interval(lo, hi, h.gpus_held(lo, hi, first, last), terms.book.pricing(job.cluster, model).rates)
         entry = by_sku.setdefault((model, h.profile), [lo, hi, ZERO, ZERO, Use()])
         entry[0], entry[1] = min(entry[0], lo), max(entry[1], hi)
         entry[2] += scale(priced.gpu_hours, fraction)
@@ -204,6 +215,7 @@ def allocated_rows(job: JobFacts, day: date, held: dict[tuple[str, str], Held], 
     each stretch at the rate in force then."""
     rows = []
     for (model, profile), h in sorted(held.items()):
+        mig_fraction(model, profile)  # a profile nobody knows was no claim: this job-day fails, and is listed
         if not h.claimed:
             continue
         rates = terms.book.pricing(job.cluster, model).rates

@@ -8,15 +8,15 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import date, datetime
 from decimal import Decimal
-from fractions import Fraction
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Q
 
 from governance.costs.allocation import Held, floor_hour
 from governance.costs.ledger import JobFacts, quantized
 from governance.costs.models import AllocatedHour, OverClaim
-from governance.costs.pricing import mig_fraction
+from governance.costs.pricing import mig_share
 from governance.costs.terms import Terms
 from governance.fleet.models import Cluster, Gpu
 from governance.notify.services import notification_enqueue
@@ -27,13 +27,6 @@ TEXT = (
     "Over-claim on {cluster}, {day}: jobs claimed {over} GPU-hours beyond the GPUs the cluster has; they are not"
     " billed. Largest: {jobs}."
 )
-
-
-def _share(model: str, profile: str) -> Fraction:
-    try:
-        return mig_fraction(model, profile)
-    except ValueError:
-        return Fraction(1)
 
 
 def gpus_confirmation_refresh(*, cluster_ids: set[int], terms: Terms, now: datetime) -> int:
@@ -49,12 +42,12 @@ def gpus_confirmation_refresh(*, cluster_ids: set[int], terms: Terms, now: datet
         .order_by("first_seen_at", "id")
         .values_list("pk", "cluster_id", "model", "mig_profile", "unconfirmed", "confirmed_at")
     )
-    counted: dict[tuple[int, str], Fraction] = defaultdict(Fraction)
+    counted: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
     flips: dict[bool, list[int]] = {True: [], False: []}
     ordered = sorted(rows, key=lambda r: r[5] is None)  # admin-confirmed first, whatever the database's NULL order
     for pk, cid, model, profile, unconfirmed, confirmed_at in ordered:
         allowed = _declared_now(terms, declaring[cid], model, now)
-        counted[(cid, model)] += _share(model, profile)
+        counted[(cid, model)] += mig_share(model, profile)
         beyond = confirmed_at is None and counted[(cid, model)] > allowed
         if beyond != unconfirmed:
             flips[beyond].append(pk)
@@ -73,11 +66,11 @@ def _may_flip(declaring: dict[int, str], terms: Terms, now: datetime) -> bool:
         .annotate(n=Count("id"), unconfirmed=Count("id", filter=Q(unconfirmed=True)))
         .order_by()
     )
-    counted: dict[tuple[int, str], Fraction] = defaultdict(Fraction)
+    counted: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
     for g in groups:
         if g["unconfirmed"]:
             return True
-        counted[(g["cluster_id"], g["model"])] += _share(g["model"], g["mig_profile"]) * g["n"]
+        counted[(g["cluster_id"], g["model"])] += mig_share(g["model"], g["mig_profile"]) * g["n"]
     return any(n > _declared_now(terms, declaring[cid], model, now) for (cid, model), n in counted.items())
 
 
@@ -124,7 +117,8 @@ def overclaims_record(
     jobs: dict[int, JobFacts],
 ) -> list[OverClaim]:  # fmt: skip
     """Replace the over-claims of these cluster-days with what allocation found: one row per cluster, day, model
-    and token, naming its jobs. A cluster-day with none before and some now is announced to the admins."""
+    and token, naming its jobs. A cluster-day with none before and some now is announced to the admins when its
+    over-claim passes GOVERNANCE_OVERCLAIM_NOTIFY_GPU_HOURS (each is recorded and listed whatever its size)."""
     if not days:
         return []
     stale = Q()
@@ -155,9 +149,14 @@ def overclaims_record(
 
 
 def _announce(rows: list[OverClaim]) -> None:
-    """One notification per new cluster-day, to the admins (by email where they have one) and the destinations
-    every event goes to."""
-    if not rows:
+    """One notification per new cluster-day over the threshold, to the admins (by email where they have one) and
+    the destinations every event goes to."""
+    by_day: dict[tuple[int, date], list[OverClaim]] = defaultdict(list)
+    for r in rows:
+        by_day[(r.cluster_id, r.day)].append(r)
+    threshold = settings.GOVERNANCE_OVERCLAIM_NOTIFY_GPU_HOURS
+    by_day = {k: v for k, v in by_day.items() if sum((r.overclaimed_gpu_hours for r in v), Decimal(0)) > threshold}
+    if not by_day:
         return
     admins = [
         f"mailto://{email}"
@@ -165,10 +164,7 @@ def _announce(rows: list[OverClaim]) -> None:
         .exclude(email="")
         .values_list("email", flat=True)
     ]
-    names = dict(Cluster.objects.filter(pk__in={r.cluster_id for r in rows}).values_list("pk", "name"))
-    by_day: dict[tuple[int, date], list[OverClaim]] = defaultdict(list)
-    for r in rows:
-        by_day[(r.cluster_id, r.day)].append(r)
+    names = dict(Cluster.objects.filter(pk__in={cid for cid, _ in by_day}).values_list("pk", "name"))
     for (cid, day), found in sorted(by_day.items()):
         over = sum((r.overclaimed_gpu_hours for r in found), Decimal(0))
         jobs = [j["job"] for r in found for j in r.jobs][:5]

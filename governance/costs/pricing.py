@@ -11,7 +11,7 @@ from fractions import Fraction
 
 from django.conf import settings
 
-from collectors.mig import MigProfile, mig_fraction_of
+from collectors.mig import MigProfile, UnknownMigProfile, mig_fraction_of
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Priced:
 MICROSECONDS_PER_HOUR = 3_600_000_000
 
 
-def gpu_hours(start: datetime, end: datetime, gpus: int) -> Decimal:
+def gpu_hours(start: datetime, end: datetime, gpus: int | Decimal) -> Decimal:
     if end <= start or gpus <= 0:
         return Decimal(0)
     held = end - start
@@ -48,7 +48,7 @@ def rate_at(rates: Sequence[Rate], moment: datetime) -> Rate | None:
     return rates[_index_at(rates, moment)] if rates else None
 
 
-def price_interval(start: datetime, end: datetime, gpus: int, rates: Sequence[Rate]) -> Priced:
+def price_interval(start: datetime, end: datetime, gpus: int | Decimal, rates: Sequence[Rate]) -> Priced:
     """Price `gpus` GPUs held from start to end, each stretch at the rate in force (rates sorted by valid_from).
 
     Time before the first rate is priced at the first rate; the caller decides what a missing rate means.
@@ -77,6 +77,17 @@ def mig_fraction(gpu_model: str, mig_profile: str, extra: Sequence[MigProfile] |
     if extra is None:
         extra = settings.MIG_EXTRA_PROFILES
     return mig_fraction_of(gpu_model, mig_profile, extra)
+
+
+def mig_share(gpu_model: str, mig_profile: str) -> Decimal:
+    """mig_fraction as a Decimal, for counting GPUs: what a GPU (or MIG instance) adds to capacity, to a claim, to
+    a count against declared capacity. A profile neither catalogue knows counts as no share (0): it is no capacity
+    and no claim, and pricing its job-day calls mig_fraction, which raises, so that job-day fails and is listed."""
+    try:
+        fraction = mig_fraction(gpu_model, mig_profile)
+    except UnknownMigProfile:
+        return Decimal(0)
+    return Decimal(fraction.numerator) / fraction.denominator
 
 
 def scale(amount: Decimal, fraction: Fraction) -> Decimal:

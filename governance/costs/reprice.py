@@ -24,7 +24,7 @@ from django.utils import timezone
 from governance.costs import corrections
 from governance.costs.commitment_rows import commitment_days_refresh, commitments_apply, job_days_widen
 from governance.costs.contended import contended_rows
-from governance.costs.contention import contended_days, inventory
+from governance.costs.contention import contended_days, inventory, shared_seen
 from governance.costs.failures import Failed, job_day_failed, pricing_failures_record
 from governance.costs.ledger import (
     DAY,
@@ -277,6 +277,10 @@ def _hour_use(jobs: dict[int, JobFacts], job_days: dict[int, set[date]]) -> dict
                     r["sm_samples"] or 0,
                 )
             )
+    by_key = {(pk, u.hour, u.model, u.profile): u for (pk, _), uses in out.items() for u in uses}
+    for pk, hour, model, profile, weight in shared_seen(list(jobs), day_start(min(days)), day_start(max(days)) + DAY):
+        if (use := by_key.get((pk, hour, model, profile))) is not None:
+            use.shared.append(weight)
     return out
 
 

@@ -46,7 +46,7 @@ class JobWaste:
     job: str
     team: str
     user: str
-    gpus: int | None
+    gpus: Decimal | int | None
     idle_gpu_hours: float
     idle_cost: Decimal
     currency: str

@@ -153,7 +153,7 @@ def _summary(job: Job, by_gpu: dict[int, list[dict]], card, largest, means, now:
         job_id=job.pk,
         external_id=job.external_id,
         cluster=job.cluster.name,
-        gpus_requested=job.gpus,
+        gpus_requested=None if job.gpus is None else float(job.gpus),  # a share of one GPU: 0.47
         gpu_model=job.gpu_model,
         start=start,
         end=end,

@@ -102,7 +102,7 @@ class JobSummary:
     job_id: int
     external_id: str
     cluster: str
-    gpus_requested: int | None  # None: no source knows the count; the GPUs seen stand for it
+    gpus_requested: float | None  # None: no source knows the count; the GPUs seen stand for it
     gpu_model: str
     start: datetime
     end: datetime
@@ -126,8 +126,10 @@ class JobSummary:
         return self.runtime_hours / most if most else 0.0
 
     @property
-    def gpu_count(self) -> int:
-        return max(self.gpus_requested or 0, len(self.gpus))
+    def gpu_count(self) -> int | float:
+        """The GPUs it holds: its declared count (or share of one GPU) where known, at least the GPUs it was seen on."""
+        held = max(self.gpus_requested or 0, len(self.gpus))
+        return int(held) if held == int(held) else held
 
     @property
     def samples(self) -> int:

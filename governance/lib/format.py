@@ -43,3 +43,12 @@ def number(value: Decimal | float | int | None, digits: int = 1) -> str:
     if value is None:
         return UNKNOWN
     return f"{_decimal(value):,.{digits}f}"
+
+
+def gpus(value: Decimal | float | int | None) -> str:
+    """gpus(Decimal("8.000000")) -> '8', gpus(Decimal("0.470000")) -> '0.47': a job's GPUs or share of one GPU,
+    with the digits it has; None (no source knows the count) -> '?'."""
+    if value is None:
+        return "?"
+    d = _decimal(value)
+    return f"{d.quantize(Decimal(1)):,}" if d == d.to_integral_value() else f"{d.normalize():,f}"

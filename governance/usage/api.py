@@ -154,6 +154,10 @@ class JobSerializer(serializers.ModelSerializer):
         slug_field="slug", read_only=True, allow_null=True
     )
     team = serializers.SerializerMethodField()
+    gpus = serializers.DecimalField(
+        max_digits=12, decimal_places=6, coerce_to_string=False, read_only=True, allow_null=True, min_value=0,
+        help_text="GPUs the scheduler declares, or the share of one GPU the job holds (0.47); null: unknown.",
+    )  # fmt: skip
 
     class Meta:
         model = Job

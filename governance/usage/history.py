@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from django.utils import timezone
@@ -46,7 +47,9 @@ def _plain(value: Any) -> Any:
         return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
     if value is None or isinstance(value, (str, int, bool)):
         return value
-    return str(value)  # a Decimal share of a GPU
+    if isinstance(value, Decimal):  # GPUs: a whole count as a number, a share of one GPU as its digits ("0.47")
+        return int(value) if value == value.to_integral_value() else str(value.normalize())
+    return str(value)
 
 
 def _months(*moments: Any) -> list[str]:

@@ -28,9 +28,11 @@ class Job(models.Model):
     account = models.CharField(max_length=200, blank=True, help_text="Project as the scheduler names it.")
     team_name = models.CharField(max_length=200, blank=True, help_text="Team as the record named it, if any.")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, null=True, blank=True, related_name="jobs")
-    gpus = models.PositiveIntegerField(
-        null=True, blank=True, help_text="GPUs the scheduler declares; null where no source knows the count."
-    )
+    gpus = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True,
+        help_text="GPUs the scheduler declares, or the share of one GPU a job holds (0.47: time-slicing, MPS, a"
+        " fractional request); null where no source knows the count.",
+    )  # fmt: skip
     gpu_model = models.CharField(max_length=200, blank=True)
     submit_time = models.DateTimeField(null=True, blank=True)
     start_time = models.DateTimeField(null=True, blank=True)
@@ -50,6 +52,7 @@ class Job(models.Model):
         ordering = ["-start_time", "-id"]
         constraints = [
             models.UniqueConstraint(fields=["cluster", "external_id"], name="job_unique_cluster_external_id"),
+            models.CheckConstraint(condition=Q(gpus__gte=0), name="job_gpus_not_negative"),
         ]
         indexes = [
             models.Index(fields=["start_time", "end_time"], name="job_time_idx"),

@@ -44,6 +44,12 @@ class Kubelet(api_pb2_grpc.PodResourcesListerServicer):
 
     def __init__(self) -> None:
         self.pods: list[tuple[str, str, dict[str, list[str]]]] = []
+        self.allocatable: dict[str, list[str]] = {}  # resource name -> the node's device ids
+
+    def GetAllocatableResources(self, request, context):
+        return api_pb2.AllocatableResourcesResponse(
+            devices=[api_pb2.ContainerDevices(resource_name=r, device_ids=ids) for r, ids in self.allocatable.items()]
+        )
 
     def List(self, request, context):
         return api_pb2.ListPodResourcesResponse(

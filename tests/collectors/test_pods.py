@@ -3,6 +3,7 @@
 import io
 import json
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 
@@ -136,3 +137,40 @@ def test_the_kubelet_names_the_pod_where_the_mapper_knew_only_its_uid(tmp_path):
         (job,) = KubernetesPods(cluster="eks", pod_resources=PodResources(socket)).describe([sample], START)
 
     assert (sample.job_id, job.job_id, job.gpus) == ("ml/trainer-0", "ml/trainer-0", 1)
+
+
+def sliced(kubelet, replicas: dict[str, int] | None) -> None:
+    """GPU1 time-sliced into 4 replicas: pods a and b hold one each, c two; the kubelet lists the replicas as
+    allocatable unless `replicas` is None."""
+    kubelet.allocatable = {"nvidia.com/gpu": [f"{GPU1}::{n}" for n in range(4)] + [GPU2]} if replicas else {}
+    kubelet.pods = [
+        ("ml", "a", {"nvidia.com/gpu": [f"{GPU1}::0"]}),
+        ("ml", "b", {"nvidia.com/gpu": [f"{GPU1}::3"]}),
+        ("ml", "c", {"nvidia.com/gpu": [f"{GPU1}::1", f"{GPU1}::2"]}),
+    ]
+
+
+def test_pods_holding_replicas_of_a_time_sliced_gpu_declare_their_share_and_its_samples_name_each_in_turn(tmp_path):
+    with kubelet_served(tmp_path) as (kubelet, socket), pages_served({"/metrics": page(EKS)}) as url:
+        sliced(kubelet, {GPU1: 4})
+        agent, out = agent_of(url, KubernetesPods(cluster="eks", pod_resources=PodResources(socket)))
+        for _ in range(4):
+            agent.sample()
+
+    records = records_of(out)
+    shares = {r.job_id: r.gpus for r in records if isinstance(r, JobRecord) and r.project == "ml"}
+    assert shares == {"ml/a": Decimal("0.25"), "ml/b": Decimal("0.25"), "ml/c": Decimal("0.5")}
+    assert [s.job_id for s in records if isinstance(s, SampleRecord) and s.gpu_uuid == GPU1] == [
+        "ml/a", "ml/c", "ml/b", "ml/a",
+    ]  # fmt: skip
+    assert b'"gpus":0.25' in out.getvalue()  # a number on the wire, as the record contract writes it
+
+
+def test_a_replica_of_a_gpu_whose_replicas_the_kubelet_does_not_list_is_a_share_nobody_knows(tmp_path):
+    with kubelet_served(tmp_path) as (kubelet, socket), pages_served({"/metrics": page(EKS)}) as url:
+        sliced(kubelet, None)
+        agent, out = agent_of(url, KubernetesPods(cluster="eks", pod_resources=PodResources(socket)))
+        agent.sample()
+
+    shares = {r.job_id: r.gpus for r in records_of(out) if isinstance(r, JobRecord) and r.project == "ml"}
+    assert shares == {"ml/a": None, "ml/b": None, "ml/c": None}

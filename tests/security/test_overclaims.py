@@ -10,7 +10,7 @@ import time_machine
 from django.db.models import Sum
 
 from governance.api.models import ApiToken
-from governance.costs.models import Charge, OverClaim
+from governance.costs.models import AllocatedHour, Charge, OverClaim
 from governance.fleet.models import Gpu
 from governance.notify.models import OutboxMessage
 from governance.usage.models import IngestBatch, Job
@@ -222,4 +222,70 @@ def test_it_shares_one_gpu_hour_between_two_jobs_declared_on_the_same_gpus(clien
         "usage:Vision": to_cents(4 * HOURS * 2),
     }
     assert not OverClaim.objects.exists()  # sharing is not claiming more than exists
+    assert_billing_invariants()
+
+
+def handed_over(cluster: str, gpus: int | None) -> list[dict]:
+    """One GPU sampled every 5 minutes from 09:00 to 13:00: job `a` until 10:20, job `b` from 10:25 (the samples of
+    hour 10 are 4 of a's and 7 of b's)."""
+    out = []
+    for job_id, start, end in (
+        ("a", NINE, NINE + timedelta(minutes=80)),
+        ("b", NINE + timedelta(minutes=85), NINE + timedelta(hours=HOURS)),
+    ):
+        out.append(
+            job_record(
+                cluster=cluster,
+                job_id=job_id,
+                gpus=gpus,
+                team="vision",
+                project="detector",
+                start_time=iso(start),
+                end_time=iso(end),
+                state="completed",
+                submit_time=iso(NINE),
+            )
+        )
+        moment = start
+        while moment < end:
+            out.append(
+                sample_record(
+                    cluster=cluster,
+                    node=f"{cluster}-node-0",
+                    gpu_uuid=f"GPU-{cluster}-0",
+                    gpu_index=0,
+                    ts=iso(moment),
+                    job_id=job_id,
+                    sm_util=80.0,
+                )
+            )
+            moment += timedelta(minutes=5)
+    return out  # fmt: skip
+
+
+@pytest.mark.parametrize("gpus", [1, None], ids=["declared", "seen-only"])
+def test_a_gpu_handed_from_one_job_to_the_next_within_an_hour_bills_each_its_time_and_claims_nothing_more(
+    client, cast, ingest_token, gpus
+):
+    rate(price="2.00")
+
+    post(client, handed_over("east", gpus), ingest_token)
+
+    # a held the GPU 09:00-10:20, b 10:25-13:00: each is billed its own time, priced a job-day at a time.
+    assert (job_hours("a"), job_hours("b")) == (Decimal("1.333333"), Decimal("2.583333"))
+    assert billed(cluster_name="east")["unallocated:(unallocated)"] == to_cents(Decimal(5) / 60 * 2)
+    assert not OverClaim.objects.exists()
+    assert not AllocatedHour.objects.exists()  # the day was not contended
+    assert_billing_invariants()
+
+
+def test_an_over_claim_under_the_notify_threshold_is_recorded_and_listed_but_not_announced(
+    client, cast, ingest_token, busy_c1, settings
+):
+    settings.GOVERNANCE_OVERCLAIM_NOTIFY_GPU_HOURS = Decimal(100_000 * HOURS)
+
+    post(client, [job("c1", "evil", 100_000, team="nlp", project="llm-pretrain")], ingest_token)
+
+    assert OverClaim.objects.get().overclaimed_gpu_hours == 100_000 * HOURS
+    assert not OutboxMessage.objects.filter(event="capacity.overclaimed").exists()
     assert_billing_invariants()

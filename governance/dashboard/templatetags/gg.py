@@ -32,6 +32,11 @@ def number(value: Decimal | float | int | None, digits: int = 1) -> str:
 
 
 @register.filter
+def gpus(value: Decimal | float | int | None) -> str:
+    return fmt.gpus(value)
+
+
+@register.filter
 def get(mapping: dict, key: object) -> object:
     return mapping.get(key) if mapping else None
 

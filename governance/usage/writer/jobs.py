@@ -65,7 +65,7 @@ def _merge_job(job: Job, rec: JobRecord, project_id: int | None) -> None:
 
 # What a job record may change, with each column's type for the one-statement update below.
 JOB_COLUMNS = (
-    ("user_name", "text"), ("account", "text"), ("team_name", "text"), ("project_id", "int8"), ("gpus", "int4"),
+    ("user_name", "text"), ("account", "text"), ("team_name", "text"), ("project_id", "int8"), ("gpus", "numeric"),
     ("gpu_model", "text"), ("submit_time", "timestamptz"), ("start_time", "timestamptz"),
     ("end_time", "timestamptz"), ("state", "text"), ("labels", "jsonb"), ("described", "bool"),
 )  # fmt: skip
