@@ -78,6 +78,8 @@ ROWS = [
     Row("api-docs", "get", lambda w: "/api/docs/", everyone(200, anonymous=200)),
     # Ingest takes an ingest token only; no session may ingest.
     Row("v1:ingest", "post", lambda w: f"{V1}/ingest/", everyone(403)),
+    # A node's topology, like a batch: an ingest token's, never a session's.
+    Row("v1:topology", "post", lambda w: f"{V1}/topology/", everyone(403)),
     # Dead-letter batches: admins only.
     Row("v1:ingest-dead", "get", lambda w: f"{V1}/ingest/dead/", admins(200)),
     Row("v1:chargeback", "get", lambda w: f"{V1}/chargeback/?month=2026-11", everyone(200)),
