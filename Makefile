@@ -32,6 +32,9 @@ run: migrate
 	@echo "serving http://127.0.0.1:$(PORT)/  (API: http://127.0.0.1:$(PORT)/api/v1/)"
 	STATIC_MANIFEST=1 $(PY) manage.py runserver --nostatic 127.0.0.1:$(PORT)
 
+## The suite runs in TEST_WORKERS processes (pytest-xdist; each with a database and a Redis index of its own, see
+## tests/isolation.py), whole files to a process, since several files share a session's services. TEST_WORKERS=0: one.
+TEST_WORKERS ?= 2
 COV := --cov=governance --cov=collectors --cov-branch
 # The embedded default (SQLite, tasks in-process) ingests and prices through statements of its own: run those
 # paths on it too, whatever DATABASE_URL says, so `make run`'s write path is tested wherever the suite runs.
@@ -46,7 +49,7 @@ test: install-dev focus-validator
 	$(VENV)/bin/mypy governance collectors
 	$(PY) manage.py makemigrations --check --dry-run
 	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) -m pytest -q $(COV) --cov-report= $(EMBEDDED_TESTS)
-	$(PY) -m pytest $(COV) --cov-append --cov-report=term:skip-covered
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(COV) --cov-append --cov-report=term:skip-covered
 
 lint: install-dev
 	$(VENV)/bin/ruff check .

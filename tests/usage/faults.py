@@ -233,7 +233,7 @@ def session_in_transaction(cursor) -> int | None:
     """The client port of a worker session inside a transaction now (processing a batch), if any."""
     cursor.execute(
         "SELECT client_port FROM pg_stat_activity WHERE application_name = %s AND xact_start IS NOT NULL"
-        " AND state IN ('active', 'idle in transaction') LIMIT 1",
+        " AND state IN ('active', 'idle in transaction') AND datname = current_database() LIMIT 1",
         [WORKER_APP],
     )
     row = cursor.fetchone()
@@ -261,7 +261,7 @@ def in_transaction(cursor) -> bool:
     """Whether a worker session is inside a transaction now (processing a batch)."""
     cursor.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND xact_start IS NOT NULL"
-        " AND state IN ('active', 'idle in transaction')",
+        " AND state IN ('active', 'idle in transaction') AND datname = current_database()",
         [WORKER_APP],
     )
     return cursor.fetchone()[0] > 0

@@ -132,7 +132,10 @@ def test_a_pool_process_killed_while_its_session_holds_the_batch_row_leaves_ever
     wait_until(lambda: inbox.done(2), 60, "the first batches processed")
     with psycopg.connect(inbox.url, autocommit=True) as db, db.cursor() as cursor:
         # A worker process keeps its session from one batch to the next: which process holds which is known ahead.
-        cursor.execute("SELECT client_port FROM pg_stat_activity WHERE application_name = %s", [WORKER_APP])
+        cursor.execute(
+            "SELECT client_port FROM pg_stat_activity WHERE application_name = %s AND datname = current_database()",
+            [WORKER_APP],
+        )
         processes = {port: process_of_port(port) for (port,) in cursor.fetchall()}
         post_all(web, ingest_token, [body for body, _ in batches[2:]])
         ports: list[int | None] = []
