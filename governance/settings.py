@@ -18,6 +18,7 @@ from collectors.mig import mig_extra_parse
 from governance.conf.api import *  # noqa: F403
 from governance.conf.celery import *  # noqa: F403
 from governance.conf.findings import *  # noqa: F403
+from governance.conf.remediation import *  # noqa: F403
 from governance.lib.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -66,6 +67,7 @@ INSTALLED_APPS = [
     "governance.usage",
     "governance.costs",
     "governance.efficiency",
+    "governance.remediation",
     "governance.notify",
     "governance.schedule",
     "governance.api",

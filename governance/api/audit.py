@@ -49,6 +49,8 @@ EXEMPT: dict[str, str] = {
     "efficiency.findingevent": "a finding's own history (the state change is an entry too)",
     "notify.outboxmessage": "deliveries and their retries",
     "schedule.taskrun": "each periodic task's last run",
+    "remediation.remediation": "a policy's case against a job, opened and closed by the periodic check",
+    "remediation.remediationstep": "each decision of the periodic check (each is written with its own audit entry)",
 }
 # The project's apps, Django's groups and django-axes' sign-in records (who was locked out, who unlocked them).
 PROJECT_APPS = (
@@ -59,6 +61,7 @@ PROJECT_APPS = (
     "usage",
     "costs",
     "efficiency",
+    "remediation",
     "api",
     "notify",
     "schedule",
