@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import stat
 from datetime import datetime, timedelta
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
+import time_machine
+from django.core.management import call_command
 
 from tests.factories import at, ingest, iso, job_record, rate, series
 
@@ -96,3 +99,26 @@ def policy(**fields: Any):
 
 def minutes(n: int) -> timedelta:
     return timedelta(minutes=n)
+
+
+T0 = START + timedelta(hours=3, minutes=5)  # 12:05: idle since 10:00, after an hour of work
+LIMIT = "2026-11-03T23:05:00Z"  # Slurm's time limit of the job: 10 h after an action at 13:05
+
+
+def idle_job(jobs: Jobs, *job_ids: str, labels: dict | None = None, until: datetime = T0) -> None:
+    """Jobs that worked for an hour from START and sat idle since, with their findings evaluated at `until`."""
+    from governance.efficiency.services import findings_evaluate_all
+
+    job_ids = job_ids or ("4242",)
+    jobs.start(*job_ids, labels=labels or {"kind": "training", "partition": "gpu", "time_limit_at": LIMIT})
+    jobs.feed(*job_ids, until=START + timedelta(hours=1), sm=80.0)
+    jobs.feed(*job_ids, until=until, sm=0.0)
+    findings_evaluate_all(now=until)
+
+
+def rounds(jobs: Jobs, moments: list[datetime], *, job_ids: tuple[str, ...] = ("4242",), sm: float = 0.0) -> None:
+    """At each moment: the jobs' samples up to it, then one round of the check through the command."""
+    for moment in moments:
+        jobs.feed(*[j for j in job_ids if jobs.fed[j] < moment], until=moment, sm=sm)
+        with time_machine.travel(moment, tick=False):
+            call_command("remediation_check", stdout=StringIO())

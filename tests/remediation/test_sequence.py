@@ -3,43 +3,19 @@ fixture of issue 29 is not in main yet): rounds of the check run at moments the 
 
 from __future__ import annotations
 
-from datetime import timedelta
 from decimal import Decimal
-from io import StringIO
 
 import pytest
-import time_machine
-from django.core.management import call_command
 
 from governance.api.models import AuditEntry
 from governance.efficiency.models import Finding
-from governance.efficiency.services import findings_evaluate_all
 from governance.lib.months import Month
 from governance.notify.models import OutboxMessage
 from governance.remediation.models import Remediation, RemediationStep
 from governance.remediation.selectors import dry_run_report, reclaimed_cluster_month, reclaimed_team_month
 from governance.remediation.services import remediation_check
 from tests.invariants import assert_billing_invariants
-from tests.remediation.conftest import START, minutes, policy
-
-T0 = START + timedelta(hours=3, minutes=5)  # 12:05: idle since 10:00, after an hour of work
-LIMIT = "2026-11-03T23:05:00Z"  # Slurm's time limit of the job: 10 h after the action at 13:05
-
-
-def idle_job(jobs, *job_ids: str, labels: dict | None = None, until=T0) -> None:
-    job_ids = job_ids or ("4242",)
-    jobs.start(*job_ids, labels=labels or {"kind": "training", "partition": "gpu", "time_limit_at": LIMIT})
-    jobs.feed(*job_ids, until=START + timedelta(hours=1), sm=80.0)
-    jobs.feed(*job_ids, until=until, sm=0.0)
-    findings_evaluate_all(now=until)
-
-
-def rounds(jobs, moments, *, job_ids=("4242",), sm: float = 0.0) -> None:
-    """At each moment: the jobs' samples up to it, then one round of the check through the command."""
-    for moment in moments:
-        jobs.feed(*[j for j in job_ids if jobs.fed[j] < moment], until=moment, sm=sm)
-        with time_machine.travel(moment, tick=False):
-            call_command("remediation_check", stdout=StringIO())
+from tests.remediation.conftest import T0, idle_job, minutes, policy, rounds
 
 
 def decisions(job_id: str = "4242") -> list[tuple[str, bool]]:
