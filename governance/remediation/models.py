@@ -110,6 +110,7 @@ class Remediation(models.Model):
         RECOVERED = "recovered"
         ENDED = "ended", "Job ended"
         EXEMPT = "exempt"
+        SUPERSEDED = "superseded", "Policy mode changed"
 
     policy = models.ForeignKey(RemediationPolicy, on_delete=models.CASCADE, related_name="cases")
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")

@@ -170,6 +170,10 @@ def _limit_reached(policy: RemediationPolicy, now: datetime, dry_run: bool) -> b
 def _job_check(policy: RemediationPolicy, job: Job, finding: Finding | None, now: datetime, teams: list[str]) -> int:
     case = Remediation.objects.filter(policy=policy, job=job).exclude(stage=S.CLOSED).first()
     dry_run = policy.mode == Mode.DRY_RUN
+    if case is not None and case.dry_run != dry_run:  # the mode changed: a dry case never turns into real warnings
+        _step(case, D.ENDED, now, {"why": f"the policy's mode is now {policy.mode}"})
+        _close(case, OUT.SUPERSEDED, now)
+        case = None
     if job.state != Job.State.RUNNING or job.end_time is not None:
         if case is None:
             return 0

@@ -124,6 +124,11 @@ def test_dry_run_changes_nothing_and_records_what_it_would_have_done(jobs, slurm
     assert (line.policy, line.warnings, line.actions, line.gpu_hours, line.cost) == (
         "idle-c1", 2, 1, Decimal("10.0000"), Decimal("20.00"))  # fmt: skip
 
+    policy(mode="act")  # with that evidence, the team turns it on: the warnings start over, for real
+    rounds(jobs, [T0 + minutes(135)])
+    assert decisions()[-2:] == [("ended", True), ("warn", False)]
+    assert Remediation.objects.get(dry_run=True).outcome == "superseded"
+
 
 def test_the_per_hour_limit_holds_across_the_clusters_jobs(jobs, slurm):
     idle_job(jobs, "101", "102", "103")
