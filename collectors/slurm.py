@@ -116,6 +116,10 @@ def job_record(job: dict[str, Any], *, cluster: str | None = None) -> JobRecord:
         start = None
     submit = submit or start or datetime.now(UTC)
     labels = {"partition": job.get("partition") or "", "qos": job.get("qos") or "", "name": job.get("name") or ""}
+    # squeue's end of a running job is when Slurm will end it (its time limit): remediation prices what it frees
+    limit = _time(job.get("end_time")) if state == "running" else None
+    if limit is not None and start is not None and limit > start:
+        labels["time_limit_at"] = limit.strftime("%Y-%m-%dT%H:%M:%SZ")
     return JobRecord(
         cluster=cluster or job.get("cluster") or "default",
         job_id=str(job["job_id"]),

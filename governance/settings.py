@@ -21,6 +21,7 @@ from governance.conf.celery import *  # noqa: F403
 from governance.conf.findings import *  # noqa: F403
 from governance.conf.oidc import *  # noqa: F403
 from governance.conf.oidc import OIDC_ENABLED
+from governance.conf.remediation import *  # noqa: F403
 from governance.lib.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -69,6 +70,7 @@ INSTALLED_APPS = [
     "governance.usage",
     "governance.costs",
     "governance.efficiency",
+    "governance.remediation",
     "governance.notify",
     "governance.schedule",
     "governance.api",

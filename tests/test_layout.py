@@ -11,7 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 400
 
-GOVERNANCE_APPS = {"org", "fleet", "usage", "costs", "efficiency", "api", "dashboard", "notify", "schedule"}
+GOVERNANCE_APPS = {
+    "org", "fleet", "usage", "costs", "efficiency", "remediation", "api", "dashboard", "notify", "schedule",
+}  # fmt: skip
 
 # (importer, imported): arrows that point up the data path.
 FORBIDDEN = {
@@ -21,6 +23,10 @@ FORBIDDEN = {
     ("costs", "efficiency"),
     ("costs", "dashboard"),
     ("efficiency", "dashboard"),
+    ("usage", "remediation"),
+    ("costs", "remediation"),
+    ("efficiency", "remediation"),
+    ("remediation", "dashboard"),
     ("org", "usage"),
     ("org", "costs"),
     ("fleet", "usage"),

@@ -52,6 +52,8 @@ EXEMPT: dict[str, str] = {
     "notify.outboxmessage": "deliveries and their retries",
     "schedule.taskrun": "each periodic task's last run",
     "fleet.nodetopology": "a node's GPU links as its collector reports them (the latest report wins)",
+    "remediation.remediation": "a policy's case against a job, opened and closed by the periodic check",
+    "remediation.remediationstep": "each decision of the periodic check (each is written with its own audit entry)",
 }
 # The project's apps, Django's groups and django-axes' sign-in records (who was locked out, who unlocked them).
 PROJECT_APPS = (
@@ -62,6 +64,7 @@ PROJECT_APPS = (
     "usage",
     "costs",
     "efficiency",
+    "remediation",
     "api",
     "notify",
     "schedule",

@@ -17,6 +17,8 @@ from governance.efficiency.api import FindingListView, FindingRealisedView, Find
 from governance.fleet import api as fleet_api
 from governance.notify import api as notify_api
 from governance.org import api as org_api
+from governance.remediation import api as remediation_api
+from governance.remediation.api import CheckNowView, DryRunReportView
 from governance.usage import api as usage_api
 from governance.usage.api import IngestView
 
@@ -24,7 +26,17 @@ app_name = "v1"
 
 # Each domain's api.py lists its viewsets as ROUTES = [(prefix, viewset, basename)] and any extra
 # paths as URLS; to plug a domain in, add its module here.
-DOMAINS = [org_api, fleet_api, usage_api, costs_api, api_api, notify_api, dashboard_api, efficiency_api]
+DOMAINS = [
+    org_api,
+    fleet_api,
+    usage_api,
+    costs_api,
+    api_api,
+    notify_api,
+    dashboard_api,
+    efficiency_api,
+    remediation_api,
+]
 
 router = SimpleRouter()
 for domain in DOMAINS:
@@ -57,6 +69,8 @@ urlpatterns = [
     # Any id reaches the view, so an unknown one is a 404 in the API's error shape, not Django's HTML page.
     re_path(r"^findings/(?P<pk>-?\d+)/state/$", FindingStateView.as_view(), name="finding-state"),
     re_path(r"^findings/(?P<pk>-?\d+)/realised/$", FindingRealisedView.as_view(), name="finding-realised"),
+    path("remediation/dry-run/", DryRunReportView.as_view(), name="remediation-dry-run"),
+    path("remediation/check/", CheckNowView.as_view(), name="remediation-check"),
     path("", include("governance.costs.api_urls")),
     *(url for domain in DOMAINS for url in getattr(domain, "URLS", [])),
     *router.urls,

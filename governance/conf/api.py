@@ -67,6 +67,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two `mode` fields: billing (billed, showback) keeps its name; remediation's is named for it.
+    "ENUM_NAME_OVERRIDES": {
+        "ModeEnum": "governance.costs.models.terms.BillingModeTerm.Mode",
+        "RemediationModeEnum": "governance.remediation.models.RemediationPolicy.Mode",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "governance.api.schema.add_error_responses",

@@ -114,6 +114,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "efficiency.weekly_digest",
         "schedule": crontab(minute=0, hour=7, day_of_week="mon"),
     },
+    # remediation: warn, warn again, act (or record what would be done) under each policy that is not off
+    "check-remediation": {"task": "remediation.check", "schedule": env_float("REMEDIATION_CHECK_SECONDS", 300.0)},
     # notify
     "deliver-notifications": {"task": "notify.deliver_due", "schedule": 60.0},
 }

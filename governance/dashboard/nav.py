@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.urls import NoReverseMatch, reverse
 
 from governance.org.models import User
+from governance.org.selectors import teams_led
 
 
 def _everyone(user: User) -> bool:
@@ -28,6 +29,7 @@ NAV: list[NavItem] = [
     NavItem("Chargeback", "costs:month"),
     NavItem("Unattributed", "costs:unattributed", lambda user: user.sees_all_costs),
     NavItem("Findings", "efficiency:findings"),
+    NavItem("Remediation", "dashboard:remediation", lambda user: user.sees_all_costs or teams_led(user=user).exists()),
     NavItem("API", "v1:root"),
     NavItem("Admin", "admin:index", lambda user: user.is_staff),
     NavItem("Audit", "dashboard:audit", lambda user: user.is_platform_admin),

@@ -108,7 +108,8 @@ class ClusterAlert(models.Model):
 
 
 class FindingEvent(models.Model):
-    """One change of a finding's state: from what, to what, by whom (none: the rules' re-evaluation) and why."""
+    """One change of a finding's state: from what, to what, by whom (none: the rules' re-evaluation) and why; or one
+    step of a remediation of its job (a warning, an action, a recovery), the state unchanged."""
 
     class Verb(models.TextChoices):
         OPENED = "opened"
@@ -116,6 +117,7 @@ class FindingEvent(models.Model):
         RESOLVED = "resolved"
         REOPENED = "reopened"
         DISMISSED = "dismissed"
+        REMEDIATION = "remediation", "Remediation step"
 
     finding = models.ForeignKey(Finding, on_delete=models.CASCADE, related_name="events")
     verb = models.CharField(max_length=16, choices=Verb.choices)

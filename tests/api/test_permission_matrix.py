@@ -66,6 +66,22 @@ class Row:
         return f"{self.method} {self.route}{scope}"
 
 
+def remediation_case(w):
+    """A dry-run policy covering nlp on c1, and its case against bob's job (nlp)."""
+    from governance.remediation.models import Remediation, RemediationPolicy
+
+    policy, _ = RemediationPolicy.objects.get_or_create(
+        name="m-idle", defaults={"cluster": w.job_bob.cluster, "mode": "dry_run"}
+    )
+    policy.teams.add(w.job_bob.project.team)
+    case, _ = Remediation.objects.get_or_create(
+        policy=policy,
+        job=w.job_bob,
+        defaults={"dry_run": True, "stage": "warned_once", "opened_at": w.job_bob.start_time},
+    )
+    return case
+
+
 COMMITMENT = {"team": "nlp", "cluster": "c1", "gpu_model": "NVIDIA A100-SXM4-80GB", "gpus": 4,
               "price_per_gpu_hour": "2.50", "end": "2027-01-01T00:00:00Z"}  # fmt: skip
 
@@ -319,6 +335,19 @@ ROWS = [
     Row("v1:notification-list", "get", lambda w: f"{V1}/notifications/", admins(200)),
     Row("v1:notification-detail", "get", lambda w: f"{V1}/notifications/{w.notification.pk}/", admins(200)),
     Row("v1:pricing-failures-list", "get", lambda w: f"{V1}/pricing-failures/", admins(200)),
+    # Remediation: admins write policies; leads read those covering their teams and the cases of their teams' jobs.
+    Row("v1:remediation-policy-list", "get", lambda w: f"{V1}/remediation-policies/", everyone(200)),
+    Row("v1:remediation-policy-list", "post", lambda w: f"{V1}/remediation-policies/", admins(201),
+        data={"name": "m-new", "cluster": "c1", "mode": "dry_run"}),
+    Row("v1:remediation-policy-detail", "get",
+        lambda w: f"{V1}/remediation-policies/{remediation_case(w).policy_id}/", seen_by(200, "nlp_lead")),
+    Row("v1:remediation-list", "get", lambda w: f"{V1}/remediations/", everyone(200)),
+    Row("v1:remediation-detail", "get", lambda w: f"{V1}/remediations/{remediation_case(w).pk}/",
+        seen_by(200, "nlp_lead")),
+    Row("v1:remediation-dry-run", "get", lambda w: f"{V1}/remediation/dry-run/", everyone(200)),
+    Row("v1:remediation-check", "post", lambda w: f"{V1}/remediation/check/", admins(200)),
+    Row("dashboard:remediation", "get", lambda w: "/remediation/",
+        {**page_seen_by(200, "nlp_lead", "vision_lead"), "alice": 404}),
     # Pages.
     Row("dashboard:overview", "get", lambda w: "/?month=2026-11", PAGE),
     Row("dashboard:chargeback-csv", "get", lambda w: "/chargeback.csv?month=2026-11", PAGE),

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from governance.api.services import api_token_create
+from governance.remediation.models import Remediation, RemediationPolicy
 
 pytestmark = pytest.mark.django_db
 
@@ -39,6 +40,11 @@ def known_ids(world) -> dict[str, dict]:
         "/api/v1/jobs/": world.job_bob.pk, "/api/v1/tokens/": world.alice_token.pk, "/api/v1/audit/": world.audit.pk,
         "/api/v1/notifications/": world.notification.pk,
     }  # fmt: skip
+    policy = RemediationPolicy.objects.create(name="fuzz-idle", cluster=world.cluster, mode="dry_run")
+    policy.teams.add(world.nlp)
+    case = Remediation.objects.create(policy=policy, job=world.job_bob, dry_run=True, stage="warned_once",
+                                      opened_at=world.job_bob.start_time)  # fmt: skip
+    ids |= {"/api/v1/remediation-policies/": policy.pk, "/api/v1/remediations/": case.pk}
     return {
         **{prefix: {"id": pk} for prefix, pk in ids.items()},
         "/api/v1/findings/": {"pk": world.finding_bob.pk},

@@ -22,7 +22,8 @@ def test_squeue_json_gives_a_running_job_with_its_gpus_from_the_gres():
     assert (job.cluster, job.job_id, job.user, job.project, job.state) == ("hpc", "4746", "jbeck", "biology", "running")
     assert job.gpus == 8  # gpu:h100:4 on each of two nodes
     assert job.start_time == datetime.fromtimestamp(1762789125, UTC) and job.end_time is None  # end_time is its limit
-    assert job.labels == {"partition": "gpu", "qos": "normal", "name": "wrap"}
+    # squeue's end of a running job is when Slurm ends it: its time limit (1 minute here), a label for remediation
+    assert job.labels == {"partition": "gpu", "qos": "normal", "name": "wrap", "time_limit_at": "2025-11-10T15:39:45Z"}
 
 
 def test_sacct_json_without_gres_gpu_in_tres_reports_the_count_as_unknown_and_squeue_completes_it():

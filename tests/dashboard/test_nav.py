@@ -14,12 +14,15 @@ def test_every_navigation_entry_names_a_page_that_exists(item):
 
 
 @pytest.mark.django_db
-def test_an_admin_sees_every_navigation_entry_and_an_engineer_all_but_the_admin_and_finance_pages(cast):
+def test_an_admin_sees_every_navigation_entry_and_an_engineer_all_but_the_admin_finance_and_lead_pages(cast):
     admin_labels = [label for label, _, _ in nav_links(user=cast.admin, path="/")]
     alice_labels = [label for label, _, _ in nav_links(user=cast.alice, path="/")]
+    lead_labels = [label for label, _, _ in nav_links(user=cast.nlp_lead, path="/")]
 
     assert admin_labels == [item.label for item in NAV]
-    assert alice_labels == [item.label for item in NAV if item.label not in ("Admin", "Audit", "Unattributed")]
+    hidden = ("Admin", "Audit", "Unattributed", "Remediation")
+    assert alice_labels == [item.label for item in NAV if item.label not in hidden]
+    assert lead_labels == [item.label for item in NAV if item.label not in hidden[:3]]
 
 
 @pytest.mark.django_db

@@ -58,6 +58,7 @@ from governance.lib.months import Month
 from governance.org.auth import signed_in_user
 from governance.org.models import Membership, Team, User
 from governance.org.selectors import can_see_team, can_see_team_detail, teams_visible
+from governance.remediation.selectors import reclaimed_team_month
 
 NOTHING_TO_CLOSE = "{month} has no ledger rows: there is nothing to close."
 
@@ -193,6 +194,7 @@ def team_month(request: HttpRequest, slug: str) -> HttpResponse:
         "budget_share": breakdown.cost / budget.amount if budget and budget.amount else None,
         "cost": line.printed_cost if line else ZERO, "idle_cost": line.printed_idle_cost if line else ZERO,
     }  # fmt: skip
+    context["reclaimed"] = reclaimed_team_month(team_id=team.pk, month=month)
     context["footprint"] = footprint_panel(month=month, team_ids=[team.pk])
     context["anomalies"] = team_anomalies(team_id=team.pk, first=month.start.date(), last=month.end.date())
     context["forecast"] = forecast = forecast_panel(

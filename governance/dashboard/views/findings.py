@@ -28,8 +28,10 @@ from governance.efficiency.summary import gib
 from governance.efficiency.thresholds import thresholds_from_settings
 from governance.efficiency.workloads import realised_savings, workload_savings
 from governance.fleet.models import Cluster
+from governance.lib.months import Month
 from governance.org.auth import signed_in_user
 from governance.org.selectors import teams_led
+from governance.remediation.selectors import reclaimed_cluster_month
 from governance.usage.selectors import job_history
 
 CLUSTER_DAYS = 7
@@ -180,5 +182,6 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
         "target": settings.GOVERNANCE_CLUSTER_TARGET_UTIL_PERCENT,
         "top_jobs": selectors.cluster_top_jobs(user=signed_in_user(request), cluster_id=cluster.pk),
         "days": CLUSTER_DAYS,
+        "reclaimed": reclaimed_cluster_month(cluster_id=cluster.pk, month=Month.of(now)),
     }
     return render(request, "efficiency/cluster.html", context)
