@@ -1,5 +1,6 @@
-"""The warn-warn-act sequence against `scontrol`/`scancel` stand-ins on PATH that record their calls (the real Slurm
-fixture of issue 29 is not in main yet): rounds of the check run at moments the test chooses, samples fed between."""
+"""The warn-warn-act sequence against `scontrol`/`scancel` stand-ins on PATH that record their calls (cheap, and able
+to fail on demand; tests/slurm/test_remediation_real.py runs the same sequence against the real Slurm): rounds of the
+check run at moments the test chooses, samples fed between."""
 
 from __future__ import annotations
 
