@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -18,6 +17,8 @@ from typing import Any
 import pytest
 import requests
 from django.conf import settings
+
+from tests.processes import stop_by_pid
 
 REPO = Path(settings.BASE_DIR)
 README = REPO / "README.md"
@@ -114,12 +115,7 @@ def prometheus(django_db_setup, live_server, tmp_path_factory) -> Iterator[Prome
             time.sleep(0.2)
         yield Prometheus(url=url, job=job, token_file=token_file, target=target)
     finally:
-        os.kill(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_by_pid(process)
         log.close()
 
 

@@ -9,7 +9,6 @@ import importlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -21,6 +20,8 @@ import pytest
 import requests
 from django.conf import settings
 from django.urls import clear_url_caches
+
+from tests.processes import stop_by_pid
 
 BACKENDS = list(settings.AUTHENTICATION_BACKENDS)
 PROVIDER = Path(__file__).resolve().parent / "provider"
@@ -90,12 +91,7 @@ def openid_provider(live_server, tmp_path_factory) -> Iterator[OpenIdProvider]:
         jwks = requests.get(discovery["jwks_uri"], timeout=10).json()
         yield OpenIdProvider(issuer=issuer, discovery=discovery, jwks=jwks)
     finally:
-        os.kill(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_by_pid(process)
         log.close()
 
 
