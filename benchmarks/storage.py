@@ -24,7 +24,7 @@ from benchmarks.harness import Out
 from benchmarks.ingest import _tasks_in_process as celery_eager
 from collectors.simulate import GPU_MODEL, SimulatedCluster
 from governance.costs.models import Charge, RateCard
-from governance.costs.reprice import month_reprice
+from governance.costs.settle import month_reprice
 from governance.lib.months import Month
 from governance.usage.models import GpuHour, Sample
 from governance.usage.services import usage_records_import

@@ -8,32 +8,12 @@ held during the run (the job-GPU-hour rollups). Reads only.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import datetime
 
-from collectors.topology import FAR, SAYS, Topology, kind, rank
-from governance.efficiency.summary import JobSummary
+from collectors.topology import FAR, Topology, kind, rank
+from governance.efficiency.summary import JobSummary, Placement
 from governance.fleet.models import NodeTopology
 from governance.usage.models import JobGpuHour
-
-
-@dataclass(frozen=True)
-class Placement:
-    """The job's GPUs on `node` and their farthest link, against a free set of the same size and its farthest."""
-
-    node: str
-    indexes: tuple[int, ...]
-    link: str
-    free: tuple[int, ...]
-    free_link: str
-
-    def says(self) -> str:
-        gpus = ", ".join(f"GPU{i}" for i in self.indexes)
-        free = ", ".join(f"GPU{i}" for i in self.free)
-        return (
-            f"the job's GPUs on {self.node} ({gpus}) talk {SAYS[kind(self.link)]} ({self.link}) while {free}, "
-            f"connected {SAYS[kind(self.free_link)]} ({self.free_link}), sat free on the node for the whole run"
-        )
 
 
 def _hour(moment: datetime) -> datetime:

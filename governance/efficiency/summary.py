@@ -8,12 +8,29 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 from math import sqrt
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from governance.efficiency.placement import Placement
+from collectors.topology import SAYS, kind
 
 MIB_PER_GIB = 1024.0
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The job's GPUs on `node` and their farthest link, against a free set of the same size and its farthest."""
+
+    node: str
+    indexes: tuple[int, ...]
+    link: str
+    free: tuple[int, ...]
+    free_link: str
+
+    def says(self) -> str:
+        gpus = ", ".join(f"GPU{i}" for i in self.indexes)
+        free = ", ".join(f"GPU{i}" for i in self.free)
+        return (
+            f"the job's GPUs on {self.node} ({gpus}) talk {SAYS[kind(self.link)]} ({self.link}) while {free}, "
+            f"connected {SAYS[kind(self.free_link)]} ({self.free_link}), sat free on the node for the whole run"
+        )
 
 
 @dataclass(frozen=True)

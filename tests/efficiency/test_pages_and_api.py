@@ -115,7 +115,7 @@ def test_the_cluster_page_shows_utilisation_against_the_40_percent_line(client, 
 
     figure = response.context["figure"]
     assert figure["layout"]["shapes"][0]["y0"] == 40
-    assert response.context["utilisation"] == pytest.approx(5.0)  # one GPU at 0%, one at 10%
+    assert response.context["utilisation"] == pytest.approx(0.05)  # a share: one GPU at 0%, one at 10%
     assert response.context["idle_gpu_hours"] == pytest.approx(2.0)
     assert response.context["top_jobs"][0]["job__external_id"] in {"4242", "v1"}
 
