@@ -242,16 +242,18 @@ def _inputs(
     keys: set[tuple[int, date]], names: dict[int, str], terms: TermsByMonth, now: datetime
 ) -> dict[tuple[int, date], DayInputs]:
     grace = timedelta(hours=settings.GOVERNANCE_GPU_GONE_AFTER_HOURS)
-    gpus = inventory(set(names))
-    out: dict[tuple[int, date], DayInputs] = {}
+    spans = {}
     for cid, day in keys:
-        if cid not in names:
-            continue
-        until = _until(terms, day, now)
-        first = day_start(day)
-        last = min(first + DAY, until)
-        if last <= first:
-            continue
+        if cid in names:
+            until = _until(terms, day, now)
+            first = day_start(day)
+            if min(first + DAY, until) > first:
+                spans[(cid, day)] = (first, min(first + DAY, until), until)
+    # Only a cluster that declares no capacity then counts the GPUs seen: a fleet of declared GPUs reads none.
+    gpus = inventory({c for (c, d), (_, last, _) in spans.items()
+                      if not terms.of(month_of(d)).declares(names[c], last)})  # fmt: skip
+    out: dict[tuple[int, date], DayInputs] = {}
+    for (cid, day), (first, last, until) in spans.items():
         intervals = capacity_intervals(names[cid], first, last, until, gpus[cid], terms.of(month_of(day)), grace)
         out[(cid, day)] = DayInputs(names[cid], first, last, capacity_by_hour(intervals))
     if not out:
