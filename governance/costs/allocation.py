@@ -9,7 +9,9 @@ data in and out; governance/costs/contention.py reads the inputs, governance/cos
   samples over every job's samples on the GPU then, and never more than the part of the hour it held its GPUs. A
   GPU not confirmed is never billed.
 - A declared count fills, beyond the GPUs the job was seen on, only what is left of the hour after the sampled GPUs
-  and the GPUs samples show free, scaled down pro rata when the counts claim more.
+  and the GPUs samples show free, scaled down pro rata when the counts claim more. Samples vouch for a GPU's free
+  time only up to its last sample: a claim's edge within an interval of them (a job that began between two samples)
+  may have taken it (vouched_free).
 - What a job claimed and was not billed is an over-claim.
 """
 
