@@ -9,7 +9,9 @@ data in and out; governance/costs/contention.py reads the inputs, governance/cos
   samples over every job's samples on the GPU then, and never more than the part of the hour it held its GPUs. A
   GPU not confirmed is never billed.
 - A declared count fills, beyond the GPUs the job was seen on, only what is left of the hour after the sampled GPUs
-  and the GPUs samples show free, scaled down pro rata when the counts claim more.
+  and the GPUs samples show free, scaled down pro rata when the counts claim more. Samples vouch for a GPU's free
+  time only up to its last sample: a claim's edge within an interval of them (a job that began between two samples)
+  may have taken it (vouched_free).
 - What a job claimed and was not billed is an over-claim.
 """
 
@@ -274,11 +276,34 @@ class Held:
     stretches: list[tuple[datetime, datetime, Decimal]] = field(default_factory=list)
 
 
+def edge_part(claimed: Decimal, lo: datetime, hi: datetime, hour: datetime, gap: Decimal) -> Decimal:
+    """What of a claim held from lo to hi within `hour` may lie in time samples `gap` hours apart showed free: at
+    most one interval per GPU where it began within the hour (taken just after a sample), all of it where it held
+    the hour no longer than an interval (between two samples). A claim that held the whole hour has none."""
+    part = hours_between(lo, hi)
+    if not part or not claimed:
+        return ZERO
+    if part <= gap:
+        return claimed
+    return claimed * gap / part if lo > hour else ZERO
+
+
+def vouched_free(free: Decimal, blind: Decimal, gap: Decimal, hour: datetime,
+                 claims: Sequence[tuple[Claim, tuple[datetime, datetime]]]) -> Decimal:  # fmt: skip
+    """The free GPU-hours samples vouch for against these claims. A GPU seen free at a sample may have been taken
+    right after it: the claims' edges (edge_part) may use up to one interval of each GPU seen free (`blind`); a
+    claim on GPUs no sample saw that held longer than an interval from the hour's start would have been sampled."""
+    edges = sum((edge_part(c.sampled + c.declared, lo, hi, hour, gap) for c, (lo, hi) in claims), ZERO)
+    return max(free - min(blind, edges), ZERO)
+
+
 def day_allocation(
     first: datetime, last: datetime, holders: Sequence[Holder], seen: Sequence[Seen],
     capacity: dict[str, dict[datetime, Decimal]], free: dict[tuple[str, datetime], Decimal],
+    blind: dict[tuple[str, datetime], tuple[Decimal, Decimal]] | None = None,
 ) -> dict[tuple[int, str, str], Held]:  # fmt: skip
-    """(job, model, profile) -> what it claimed and was billed over the day's hours up to `last`."""
+    """(job, model, profile) -> what it claimed and was billed over the day's hours up to `last`. `blind`: per model
+    and hour, (the free GPU-hours samples cannot vouch for, the time between samples) -- see vouched_free."""
     by_job: dict[tuple[int, datetime, str], list[Seen]] = defaultdict(list)
     models = set(capacity) | {h.model for h in holders if h.gpus}
     for s in seen:
@@ -291,8 +316,9 @@ def day_allocation(
             claims = hour_claims(hour, model, first, last, holders, by_job)
             if not claims:
                 continue
-            billed = allocate(capacity.get(model, {}).get(hour, ZERO), free.get((model, hour), ZERO),
-                              [c for c, _ in claims])  # fmt: skip
+            unsure, gap = (blind or {}).get((model, hour), (ZERO, ZERO))
+            vouched = vouched_free(free.get((model, hour), ZERO), unsure, gap, hour, claims)
+            billed = allocate(capacity.get(model, {}).get(hour, ZERO), vouched, [c for c, _ in claims])
             for claim, (lo, hi) in claims:
                 job, profile = cast(tuple[int, str], claim.key)
                 held = out[(job, model, profile)]

@@ -30,7 +30,7 @@ def contended_rows(
         holders = [Holder(j.pk, j.gpus if j.declared else None, j.model, j.profile, j.start, j.end) for j in mine]
         try:
             held[(cid, day)] = day_allocation(inputs.first, inputs.last, holders, day_seen(cid, inputs),
-                                              inputs.capacity, inputs.free)  # fmt: skip
+                                              inputs.capacity, inputs.free, inputs.blind)  # fmt: skip
         except Exception as exc:
             for job in mine:
                 job_day_failed(failed, job.pk, cid, day, exc)

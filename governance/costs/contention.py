@@ -17,7 +17,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, F, FloatField, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, F, FloatField, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Cast
 
 from governance.costs.allocation import (
@@ -26,6 +26,7 @@ from governance.costs.allocation import (
     Seen,
     capacity_by_hour,
     capacity_intervals,
+    edge_part,
     hours_between,
     seen_weight,
     window,
@@ -50,6 +51,8 @@ class DayInputs:
     last: datetime
     capacity: dict[str, dict[datetime, Decimal]] = field(default_factory=dict)
     free: dict[tuple[str, datetime], Decimal] = field(default_factory=dict)
+    # (free GPU-hours samples cannot vouch for, time between samples): allocation.vouched_free
+    blind: dict[tuple[str, datetime], tuple[Decimal, Decimal]] = field(default_factory=dict)
 
 
 def _until(terms: TermsByMonth, day: date, now: datetime) -> datetime:
@@ -83,18 +86,8 @@ def contended_days(
     lo, hi = day_start(days[0]), day_start(days[-1]) + DAY
     in_range = Q(hour__gte=lo, hour__lt=hi, gpu__cluster_id__in=names)
     inputs = _inputs(keys, names, terms, now)
-    claims: dict[tuple[int, date], dict[tuple[str, datetime], Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    undeclared: Claims = defaultdict(lambda: defaultdict(Decimal))
     flagged: set[tuple[int, date]] = set()
-    declared = Job.objects.filter(cluster_id__in=names, gpus__gt=0, start_time__lt=hi).filter(
-        Q(end_time__isnull=True) | Q(end_time__gt=lo)
-    )
-    for cid, model, gpus, start, end in declared.values_list("cluster_id", "gpu_model", "gpus", "start_time",
-                                                              "end_time"):  # fmt: skip
-        holder = Holder(0, gpus, model, "", start, end)
-        upto = (end or hi).date()
-        for day in days:
-            if start is not None and start.date() <= day <= upto and (cid, day) in inputs:
-                _add_declared(claims[(cid, day)], holder, inputs[(cid, day)])
     per_hour = (
         JobGpuHour.objects.filter(in_range)
         .values("gpu__cluster_id", "gpu__model", "hour")
@@ -110,20 +103,90 @@ def contended_days(
             continue
         if r["unconfirmed"]:
             flagged.add(key)
-        claims[key][(r["gpu__model"], r["hour"])] += r["undeclared"]
+        undeclared[key][(r["gpu__model"], r["hour"])] += r["undeclared"]
     flagged |= {k for k in _gpus_overshared(in_range) if k in inputs}
     flagged |= {k for k in OverClaim.objects.filter(cluster_id__in=names, day__in=days).values_list(
         "cluster_id", "day").distinct() if k in inputs}  # fmt: skip
-    for key, by_hour in claims.items():
-        found = inputs[key]
-        for (model, hour), claimed in by_hour.items():
-            room = found.capacity.get(model, {}).get(hour, Decimal(0)) - found.free.get((model, hour), Decimal(0))
-            if claimed > room + SLACK:
-                flagged.add(key)
-                break
+    unsure = [k for k in inputs if k not in flagged and not _within_capacity(inputs[k], _declared_gpus(k),
+                                                                               undeclared[k])]  # fmt: skip
+    flagged |= _over_capacity(unsure, inputs, undeclared)
     contended = {k: inputs[k] for k in flagged}
     _widen(job_days, contended)
     return contended
+
+
+Claims = dict[tuple[int, date], dict[tuple[str, datetime], Decimal]]
+
+
+def _declared(cluster_ids: set[int], lo: datetime, hi: datetime) -> QuerySet[Job]:
+    """The jobs of these clusters that declare a count and held their GPUs at some time from lo to hi."""
+    return Job.objects.filter(cluster_id__in=cluster_ids, gpus__gt=0, start_time__lt=hi).filter(
+        Q(end_time__isnull=True) | Q(end_time__gt=lo)
+    )
+
+
+def _declared_gpus(key: tuple[int, date]) -> dict[str, Decimal]:
+    """Per model, the GPUs the jobs of a cluster-day declare together: what they could claim of any hour at most."""
+    first = day_start(key[1])
+    rows = _declared({key[0]}, first, first + DAY).values("gpu_model").annotate(n=Sum("gpus")).order_by()
+    return {r["gpu_model"]: Decimal(r["n"]) for r in rows}
+
+
+def _within_capacity(day: DayInputs, declared: dict[str, Decimal], undeclared: dict[tuple[str, datetime], Decimal]
+                     ) -> bool:  # fmt: skip
+    """Whether no hour of the day can be over-claimed even if every declared job held its GPUs all of it: one grouped
+    read, so a day whose claims fit (the common case, at any fleet size) reads no job row."""
+    models = set(declared) | {m for m, _ in undeclared}
+    hour = day.first
+    while hour < day.last:
+        whole = hours_between(max(hour, day.first), min(hour + HOUR, day.last))
+        for model in models:
+            claimed = declared.get(model, Decimal(0)) * whole + undeclared.get((model, hour), Decimal(0))
+            if claimed > _room(day, model, hour, Decimal(0)) + SLACK:
+                return False
+        hour += HOUR
+    return True
+
+
+def _room(day: DayInputs, model: str, hour: datetime, brief: Decimal) -> Decimal:
+    unsure = day.blind.get((model, hour), (Decimal(0), Decimal(0)))[0]
+    free = max(day.free.get((model, hour), Decimal(0)) - min(unsure, brief), Decimal(0))
+    return day.capacity.get(model, {}).get(hour, Decimal(0)) - free
+
+
+def _over_capacity(keys: list[tuple[int, date]], inputs: dict[tuple[int, date], DayInputs], undeclared: Claims
+                   ) -> set[tuple[int, date]]:  # fmt: skip
+    """Of these cluster-days, those where in some hour what the jobs claim passes the GPUs not seen free, hour by
+    hour and job by job (allocation.vouched_free: a brief claim between samples may take a GPU seen free)."""
+    if not keys:
+        return set()
+    days = sorted({d for _, d in keys})
+    claims: Claims = defaultdict(lambda: defaultdict(Decimal))
+    brief: Claims = defaultdict(lambda: defaultdict(Decimal))
+    lo, hi = day_start(days[0]), day_start(days[-1]) + DAY
+    rows = _declared({c for c, _ in keys}, lo, hi).values_list("cluster_id", "gpu_model", "gpus", "start_time",
+                                                                "end_time")  # fmt: skip
+    wanted = set(keys)
+    for cid, model, gpus, start, end in rows:
+        holder = Holder(0, gpus, model, "", start, end)
+        upto = (end or hi).date()
+        for day in days:
+            if start is not None and start.date() <= day <= upto and (cid, day) in wanted:
+                _add_declared(claims[(cid, day)], brief[(cid, day)], holder, inputs[(cid, day)])
+    out = set()
+    for key in keys:
+        found = inputs[key]
+        for (model, hour), claimed in claims[key].items():
+            claimed += undeclared[key].get((model, hour), Decimal(0))
+            if claimed > _room(found, model, hour, brief[key].get((model, hour), Decimal(0))) + SLACK:
+                out.add(key)
+                break
+        else:
+            for (model, hour), claimed in undeclared[key].items():
+                if claimed > _room(found, model, hour, Decimal(0)) + SLACK:
+                    out.add(key)
+                    break
+    return out
 
 
 def _gpus_overshared(in_range: Q) -> set[tuple[int, date]]:
@@ -160,13 +223,18 @@ def _gpus_overshared(in_range: Q) -> set[tuple[int, date]]:
     return out
 
 
-def _add_declared(claims: dict[tuple[str, datetime], Decimal], holder: Holder, day: DayInputs) -> None:
+def _add_declared(
+    claims: dict[tuple[str, datetime], Decimal], brief: dict[tuple[str, datetime], Decimal], holder: Holder,
+    day: DayInputs,
+) -> None:  # fmt: skip
     hour = day.first
     while hour < day.last:
         span = window(holder, hour, day.first, day.last)
         if span is not None:
-            held = span[1] - span[0]
-            claims[(holder.model, hour)] += Decimal(held.total_seconds()) / 3600 * holder.gpus  # type: ignore[operator]
+            claimed = hours_between(*span) * holder.gpus  # type: ignore[operator]
+            claims[(holder.model, hour)] += claimed
+            gap = day.blind.get((holder.model, hour), (Decimal(0), Decimal(0)))[1]
+            brief[(holder.model, hour)] += edge_part(claimed, span[0], span[1], hour, gap)
         hour += timedelta(hours=1)
 
 
@@ -174,22 +242,25 @@ def _inputs(
     keys: set[tuple[int, date]], names: dict[int, str], terms: TermsByMonth, now: datetime
 ) -> dict[tuple[int, date], DayInputs]:
     grace = timedelta(hours=settings.GOVERNANCE_GPU_GONE_AFTER_HOURS)
-    gpus = inventory(set(names))
-    out: dict[tuple[int, date], DayInputs] = {}
+    spans = {}
     for cid, day in keys:
-        if cid not in names:
-            continue
-        until = _until(terms, day, now)
-        first = day_start(day)
-        last = min(first + DAY, until)
-        if last <= first:
-            continue
+        if cid in names:
+            until = _until(terms, day, now)
+            first = day_start(day)
+            if min(first + DAY, until) > first:
+                spans[(cid, day)] = (first, min(first + DAY, until), until)
+    # Only a cluster that declares no capacity then counts the GPUs seen: a fleet of declared GPUs reads none.
+    gpus = inventory({c for (c, d), (_, last, _) in spans.items()
+                      if not terms.of(month_of(d)).declares(names[c], last)})  # fmt: skip
+    out: dict[tuple[int, date], DayInputs] = {}
+    for (cid, day), (first, last, until) in spans.items():
         intervals = capacity_intervals(names[cid], first, last, until, gpus[cid], terms.of(month_of(day)), grace)
         out[(cid, day)] = DayInputs(names[cid], first, last, capacity_by_hour(intervals))
     if not out:
         return out
     days = sorted({d for _, d in out})
     share = Cast(F("samples") - F("allocated_samples"), FloatField()) / Cast(F("samples"), FloatField())
+    interval = Value(1.0, FloatField()) / Cast(F("samples"), FloatField())
     free = (
         GpuHour.objects.filter(
             gpu__cluster_id__in={c for c, _ in out},
@@ -199,13 +270,15 @@ def _inputs(
             allocated_samples__lt=F("samples"),
         )
         .values("gpu__cluster_id", "gpu__model", "hour")
-        .annotate(free=Sum(share))
+        .annotate(free=Sum(share), blind=Sum(interval), gap=Max(interval))
         .order_by()
     )
     for r in free:
         key = (r["gpu__cluster_id"], r["hour"].date())
         if key in out:
-            out[key].free[(r["gpu__model"], r["hour"])] = Decimal(repr(r["free"]))
+            at = (r["gpu__model"], r["hour"])
+            out[key].free[at] = Decimal(repr(r["free"]))
+            out[key].blind[at] = (Decimal(repr(r["blind"])), Decimal(repr(r["gap"])))
     return out
 
 

@@ -25,7 +25,13 @@ def test_the_history_has_one_sample_per_gpu_per_interval():
     records = list(sim.history(timedelta(minutes=5)))
 
     kinds = Counter(type(r) for r in records)
-    assert kinds[SampleRecord] == 4 * 12
+    # From the start of the first job it reports (jobs already running at `start` began before it), on one grid.
+    first = min(r.start_time for r in records if isinstance(r, JobRecord) and r.start_time)
+    assert first < sim.start
+    before = -((first - sim.start) // timedelta(minutes=5))
+    assert kinds[SampleRecord] == 4 * (12 + before)
+    stamps = sorted({r.ts for r in records if isinstance(r, SampleRecord)})
+    assert stamps[0] <= first < stamps[0] + timedelta(minutes=5) and stamps[-1] == sim.end - timedelta(minutes=5)
     assert all(r.job_id in {j.job_id for j in sim.jobs} for r in records if isinstance(r, JobRecord))
 
 

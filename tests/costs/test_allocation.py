@@ -118,3 +118,39 @@ def test_shares_that_claim_more_than_the_gpu_are_scaled_down_pro_rata_and_the_re
         1: (D("0.8"), D("0.8") / D("1.4")),
         2: (D("0.6"), D("0.6") / D("1.4")),
     }
+
+
+def test_a_job_that_began_after_a_gpu_was_last_sampled_free_is_billed_in_full_and_a_whole_hour_claim_is_not():
+    # 4 GPUs sampled every 10 minutes: 3 held by a job all hour, the fourth seen free at all 6 samples (free: 1).
+    # A 1-GPU job began at 09:53, after the last sample; its claim may only have taken that last interval.
+    ten = D(1) / 6
+    starter = Holder(2, 1, H100, "", NINE + timedelta(minutes=53), None)
+    seen = [Seen(1, gpu, NINE, H100, "", False) for gpu in range(3)]
+    whole = Holder(1, 3, H100, "", NINE - HOUR, None)
+    end = NINE + HOUR
+    capacity = {H100: {NINE: D(4)}}
+
+    vouched = day_allocation(NINE, end, [whole, starter], seen, capacity, {(H100, NINE): D(1)},
+                             {(H100, NINE): (ten, ten)})  # fmt: skip
+    unvouched = day_allocation(NINE, end, [whole, starter], seen, capacity, {(H100, NINE): D(1)})
+    liar = Holder(3, 1, H100, "", NINE, None)  # claims the free GPU from the hour's start: samples say otherwise
+    lied = day_allocation(NINE, end, [whole, liar], seen, capacity, {(H100, NINE): D(1)}, {(H100, NINE): (ten, ten)})
+
+    assert vouched[(2, H100, "")].billed == vouched[(2, H100, "")].claimed == D(7) / 60
+    assert unvouched[(2, H100, "")].billed == 0  # as before: an over-claim on an honest record
+    assert (lied[(3, H100, "")].claimed, lied[(3, H100, "")].billed) == (D(1), D(0))
+    assert vouched[(1, H100, "")].billed == lied[(1, H100, "")].billed == D(3)
+
+
+def test_a_sampled_job_that_began_mid_hour_leaves_the_declared_ones_what_the_interval_before_it_may_have_held():
+    # GPU 0 free at 09:00 and 09:10, then job 1 (began 09:17) from 09:20: samples show it free a third of the hour.
+    third = D(1) / 3
+    ten = D(1) / 6
+    sampled = Holder(1, 1, H100, "", NINE + timedelta(minutes=17), None)
+    other = Holder(2, 1, H100, "", NINE - HOUR, None)  # declared, on GPU 1, which no sample reached this hour
+    seen = [Seen(1, 0, NINE, H100, "", False)]
+    held = day_allocation(NINE, NINE + HOUR, [sampled, other], seen, {H100: {NINE: D(2)}}, {(H100, NINE): third},
+                          {(H100, NINE): (ten, ten)})  # fmt: skip
+
+    assert held[(1, H100, "")].billed == D(43) / 60
+    assert held[(2, H100, "")].billed == held[(2, H100, "")].claimed == D(1)
