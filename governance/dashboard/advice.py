@@ -19,6 +19,7 @@ TITLES = {
     "data_starved": "Waiting for data",
     "numa_misaligned": "CPUs on the wrong NUMA node",
     "topology_split": "Placed farther apart than it needs",
+    "comm_bound": "Waiting on communication between GPUs",
     "inference_oversized": "Inference service larger than it needs",
 }
 # The order of DESIGN.md's waste partition: on equal money the lever that frees GPUs comes first.
@@ -58,6 +59,10 @@ EVIDENCE = {
     "io_wait_mean": ("Mean I/O wait", "%"),
     "host_cpu_mean": ("Mean host CPU", "%"),
     "sm_oscillation_cv": ("SM oscillation (coefficient of variation)", ""),
+    "tensor_active_mean": ("Mean tensor-core activity", "%"),
+    "dram_active_mean": ("Mean DRAM activity (memory bandwidth in use)", "%"),
+    "nvlink_mibps_mean": ("Mean NVLink throughput per GPU", "MiB/s"),
+    "pcie_mibps_mean": ("Mean PCIe throughput per GPU", "MiB/s"),
     "gpu_indexes": ("The job's GPUs (indexes on the node)", ""),
     "link": ("Farthest link between them", ""),
     "free_indexes": ("GPUs free for the whole run", ""),

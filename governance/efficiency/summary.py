@@ -53,6 +53,15 @@ class HourStat:
     host_cpu_sum: float = 0.0
     host_cpu_samples: int = 0
     sm_samples: int | None = None  # samples that knew SM; None: all of them did
+    # Profiling counters where the source gives them (GPM through NVML, DCGM's profiling fields); 0 samples: unknown.
+    tensor_sum: float = 0.0
+    tensor_samples: int = 0
+    dram_sum: float = 0.0
+    dram_samples: int = 0
+    nvlink_sum: float = 0.0  # MiB/s
+    nvlink_samples: int = 0
+    pcie_sum: float = 0.0  # MiB/s, rx + tx
+    pcie_samples: int = 0
 
     @property
     def sm_known(self) -> int:
@@ -176,6 +185,13 @@ class JobSummary:
         if not self.mem_known:
             return 0.0
         return max((g.memory_total_mib or 0.0 for g in self.gpus), default=0.0)
+
+    def profile_mean(self, counter: str) -> float | None:
+        """The sample-weighted mean of a profiling counter over the job's GPU-hours (`tensor`, `dram` in %, `nvlink`,
+        `pcie` in MiB/s per GPU); None where no sample knew it."""
+        hours = [h for g in self.gpus for h in g.hours]
+        n = sum(getattr(h, f"{counter}_samples") for h in hours)
+        return sum(getattr(h, f"{counter}_sum") for h in hours) / n if n else None
 
     @property
     def allocated_gpu_hours(self) -> float:

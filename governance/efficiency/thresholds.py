@@ -26,6 +26,10 @@ class Thresholds:
     batch_headroom_target_memory_percent: float = 85
     memory_bound_memory_percent: float = 90
     memory_bound_sm_percent: float = 40
+    memory_bound_dram_percent: float = 60  # DRAM active (bandwidth in use) at which low SM reads as memory-bound
+    comm_bound_sm_percent: float = 40
+    comm_bound_nvlink_mibps: float = 10240  # per GPU, rx + tx: 10 GiB/s
+    comm_bound_pcie_mibps: float = 4096  # per GPU, rx + tx: 4 GiB/s
     data_starved_sm_percent: float = 40
     data_starved_io_wait_percent: float = 20
     data_starved_host_cpu_percent: float = 90

@@ -182,6 +182,13 @@ class JobGpuHour(models.Model):
     host_cpu_samples = models.PositiveIntegerField()
     tensor_sum = models.FloatField()
     tensor_samples = models.PositiveIntegerField()
+    # GPM/DCGM profiling where the source gives them (unknown otherwise: no samples, not 0).
+    dram_sum = models.FloatField(db_default=0.0, help_text="Sum of DRAM active % (memory bandwidth in use).")
+    dram_samples = models.PositiveIntegerField(db_default=0)
+    nvlink_sum = models.FloatField(db_default=0.0, help_text="Sum of NVLink throughput, MiB/s (rx + tx).")
+    nvlink_samples = models.PositiveIntegerField(db_default=0)
+    pcie_sum = models.FloatField(db_default=0.0, help_text="Sum of PCIe throughput, MiB/s (rx + tx).")
+    pcie_samples = models.PositiveIntegerField(db_default=0)
 
     class Meta:
         verbose_name = "job GPU-hour"

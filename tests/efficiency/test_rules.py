@@ -26,10 +26,10 @@ def rules(summary: JobSummary, **thresholds) -> dict:
     return {d.rule: d for d in rules_evaluate(summary, Thresholds(**thresholds))}
 
 
-def test_the_registry_holds_the_ten_rules_of_the_design():
+def test_the_registry_holds_the_ten_rules_of_the_design_and_comm_bound():
     assert sorted(RULES) == sorted([
         "idle_gpu", "overallocated", "low_utilization", "mig_fit", "batch_headroom", "memory_bound", "data_starved",
-        "numa_misaligned", "topology_split", "inference_oversized",
+        "numa_misaligned", "topology_split", "inference_oversized", "comm_bound",
     ])  # fmt: skip
 
 

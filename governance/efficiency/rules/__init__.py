@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from governance.efficiency.rules import (  # noqa: F401  (each module registers its rule on import)
     batch_headroom,
+    comm_bound,
     data_starved,
     idle_gpu,
     inference_oversized,

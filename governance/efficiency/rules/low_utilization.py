@@ -19,6 +19,14 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
         return []
     red = mean < t.low_util_red_percent
     contrast = f" (cluster mean {pct(job.cluster_sm_mean)})" if job.cluster_sm_mean is not None else ""
+    tensor = job.profile_mean("tensor")
+    # Tensor cores idle while the SMs do work: the math runs in fp32 on the CUDA cores.
+    precision = (
+        f" Tensor cores are active {pct(tensor)} of the time: mixed precision (bf16/fp16, TF32 matmuls) puts them "
+        "to work."
+        if tensor is not None and tensor < mean / 2
+        else ""
+    )
     return [
         Draft(
             rule="low_utilization",
@@ -28,13 +36,14 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
                 "threshold": t.low_util_red_percent if red else t.low_util_note_percent,
                 "cluster_sm_mean": r(job.cluster_sm_mean, 1) if job.cluster_sm_mean is not None else None,
                 "gpu_hours": r(job.allocated_gpu_hours),
+                "tensor_active_mean": r(tensor, 1) if tensor is not None else None,
             },
             wasted_hours=job.unused_hours_by_day(),
             advice=(
                 f"Mean SM utilisation is {pct(mean)}{contrast}, under the "
                 f"{pct(t.low_util_red_percent if red else t.low_util_note_percent)} line: profile a step "
                 "(torch.profiler, Nsight Systems) to see where time goes, check the data pipeline keeps up, "
-                "and try a larger batch size."
+                f"and try a larger batch size.{precision}"
             ),
             currency=job.currency,
         )

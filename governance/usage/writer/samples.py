@@ -28,7 +28,10 @@ SELECT {{job}}, {{gpu}}, {{hour}}, count(*), count(sm_util), count(*) FILTER (WH
     coalesce(sum(sm_util), 0), max(sm_util), coalesce(sum(sm_util * sm_util), 0), max(mem_used_mib),
     max(mem_total_mib), coalesce(sum(power_w), 0),
     count(power_w), count(*) FILTER (WHERE {{mismatch}}), coalesce(sum(io_wait), 0), count(io_wait),
-    coalesce(sum(host_cpu_util), 0), count(host_cpu_util), coalesce(sum(tensor_active), 0), count(tensor_active)
+    coalesce(sum(host_cpu_util), 0), count(host_cpu_util), coalesce(sum(tensor_active), 0), count(tensor_active),
+    coalesce(sum(dram_active), 0), count(dram_active), coalesce(sum(nvlink_mibps), 0), count(nvlink_mibps),
+    coalesce(sum(coalesce(pcie_rx_mibps, 0) + coalesce(pcie_tx_mibps, 0)), 0),
+    count(*) FILTER (WHERE pcie_rx_mibps IS NOT NULL OR pcie_tx_mibps IS NOT NULL)
 FROM {{stage}} GROUP BY {{job_key}}, {{gpu_key}}, {{hour}}
 """
 
@@ -36,7 +39,7 @@ FROM {{stage}} GROUP BY {{job_key}}, {{gpu_key}}, {{hour}}
 # The columns the hour aggregate reads from the rows an insert wrote.
 AGGREGATED_COLUMNS = (
     "ts", "gpu_id", "job_id", "sm_util", "mem_used_mib", "mem_total_mib", "power_w", "gpu_numa_node", "cpu_numa_mask",
-    "io_wait", "host_cpu_util", "tensor_active",
+    "io_wait", "host_cpu_util", "tensor_active", "dram_active", "nvlink_mibps", "pcie_rx_mibps", "pcie_tx_mibps",
 )  # fmt: skip
 
 # PostgreSQL: a reading already stored (same GPU and time, from any batch, or twice in this one) is skipped by

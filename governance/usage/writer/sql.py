@@ -27,7 +27,9 @@ HOURS = (
     ("mem_total_mib", "float8", "max"), ("power_sum", "float8", "sum"), ("power_samples", "int4", "sum"),
     ("numa_mismatch_samples", "int4", "sum"), ("io_wait_sum", "float8", "sum"), ("io_wait_samples", "int4", "sum"),
     ("host_cpu_sum", "float8", "sum"), ("host_cpu_samples", "int4", "sum"), ("tensor_sum", "float8", "sum"),
-    ("tensor_samples", "int4", "sum"),
+    ("tensor_samples", "int4", "sum"), ("dram_sum", "float8", "sum"), ("dram_samples", "int4", "sum"),
+    ("nvlink_sum", "float8", "sum"), ("nvlink_samples", "int4", "sum"), ("pcie_sum", "float8", "sum"),
+    ("pcie_samples", "int4", "sum"),
 )  # fmt: skip
 HOUR_COLUMNS = tuple(name for name, _, _ in HOURS)
 HOUR_TYPES = tuple(kind for _, kind, _ in HOURS)
