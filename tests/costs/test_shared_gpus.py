@@ -94,6 +94,24 @@ def test_an_idle_pods_waste_is_its_shares_idle_hours_not_the_whole_gpus(cast):
     assert_billing_invariants()
 
 
+@time_machine.travel("2026-11-04T00:00:00Z", tick=False)
+def test_a_pod_using_a_tenth_of_its_half_gpu_is_told_a_smaller_share_and_its_waste_stays_within_its_bill(cast):
+    set_rate(H100, "2.00")
+    declare(1)
+    ingest([
+        job_record(job_id="pod-a", **NOV3, end_time="2026-11-03T04:00:00Z", gpus=0.5),
+        *series(start=at("2026-11-03T00:00:00Z"), minutes=240, every_s=300, job_id="pod-a", sm_util=5.0),
+    ])  # fmt: skip
+    findings_evaluate_all(now=at("2026-11-04T00:00:00Z"))
+
+    findings = {f.rule: f for f in Finding.objects.filter(job__external_id="pod-a")}
+    # 4 h x 0.5 x 2.00 = 4.00; a 0.10 share would have cost a fifth: 3.20 wasted, the rest to low utilisation.
+    assert "request 0.10 of a GPU, or pack 10 pods per GPU instead of 2" in findings["share_oversized"].advice
+    assert cents(findings["share_oversized"].waste) == Decimal("3.20")
+    assert sum(f.waste for f in findings.values()) <= Decimal(4)
+    assert_billing_invariants()
+
+
 def test_two_pods_on_one_replica_each_of_a_gpu_sliced_in_4_are_billed_a_quarter_each_and_half_is_unallocated(
     tmp_path, cast
 ):
