@@ -11,6 +11,8 @@ Its project is its namespace, unless its labels (the pods file, where the agent 
 A pod holding replicas of a time-sliced GPU (the kubelet's `GPU-uuid::n` ids) holds that share of it: one replica
 of 4 is `"gpus": 0.25`. Where the kubelet does not say how many replicas a GPU has, the pod's share is unknown
 (null). The GPU's samples go to the pods sharing it in turn (one sample names one job), so each is seen on it.
+Where the pods file gives a pod's GPU requests and annotations, a share its spec asks for (HAMi, gpushare, Run:ai:
+collectors/requests.py) is its share on GPUs the kubelet lists whole; replica ids, where there are, say it instead.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import msgspec
 
 from collectors.podresources import REPLICA, PodResources, PodResourcesUnavailable, replica_gpu
 from collectors.records import GPUS_QUANTUM, JobRecord, Record, SampleRecord, pod_namespace
+from collectors.requests import requested_share
 
 log = logging.getLogger("gpu-collector")
 PROJECT_LABEL = "gpu-governance/project"
@@ -86,6 +89,17 @@ class KubernetesPods:
                 return None
         return held
 
+    def _pod_share(
+        self, job: str, devices: set[str], replicas: dict[str, int] | None, facts: dict, memory: dict[str, float]
+    ) -> Decimal | None:
+        """The replicas' share where the pod holds replicas; else its spec's requested share where that is less
+        than the whole GPUs it is seen on; else those GPUs."""
+        held = self._share(devices, replicas)
+        if any(REPLICA in d for d in devices) or job not in facts:
+            return held
+        asked = requested_share(facts[job], memory.get(job))
+        return asked if asked is not None and (held is None or asked < held) else held
+
     def _held(self) -> dict[str, tuple[str, str]] | None:
         if self.pod_resources is None:
             return {}
@@ -124,6 +138,7 @@ class KubernetesPods:
                 by_gpu[replica_gpu(device)].append(job)
         from_samples: dict[str, set[str]] = defaultdict(set)
         models: dict[str, str] = {}
+        memory: dict[str, float] = {}  # the memory of a pod's GPU, for shares requested in MiB
         for s in samples:
             # The kubelet names the pod where the sample names none, or only the pod's uid (no pods file); a GPU
             # several pods share gives its samples to each in turn.
@@ -135,6 +150,8 @@ class KubernetesPods:
             if s.job_id is not None and is_pod_job(s.job_id):
                 from_samples[s.job_id].add(s.gpu_uuid)
                 models.setdefault(s.job_id, s.gpu_model)
+                if s.mem_total_mib:
+                    memory.setdefault(s.job_id, s.mem_total_mib)
         # The kubelet's own count where it lists the pod (its device ids), else the GPUs the samples show.
         from_kubelet: dict[str, set[str]] = defaultdict(set)
         for device, job in by_device.items():
@@ -145,7 +162,7 @@ class KubernetesPods:
         out = [
             r
             for job, devices in sorted(gpus.items())
-            if (r := self._running(job, self._share(devices, replicas), models, facts, now))
+            if (r := self._running(job, self._pod_share(job, devices, replicas, facts, memory), models, facts, now))
         ]
         # A round that read nothing (exporter or kubelet unreachable) says nothing about pods being gone.
         if samples and held is not None:

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from governance.costs.allocation import seen_part, seen_weight
@@ -88,8 +88,7 @@ def assert_corrections_well_formed() -> None:
 
 def assert_printed_totals_add_up() -> None:
     """Through the builders the pages use: the finance month's table, and each team's lines and project table."""
-    from governance.costs.breakdowns import cost_by
-    from governance.costs.selectors import team_breakdown
+    from governance.costs.breakdowns import cost_by, team_breakdown
     from governance.dashboard.tables import groups_table
     from governance.dashboard.views.costs import _finance_context, printed_lines
 
@@ -313,14 +312,17 @@ def assert_savings_within_spend() -> dict[str, dict]:
 
 
 def assert_summaries_equal_ledger() -> None:
+    # The summary's sums of the rows on a share of one GPU too (a team month's spend on shared GPUs).
+    on_share = Q(gpu_share__isnull=False)
+    shared = {"shared_gpu_hours": Sum("gpu_hours", filter=on_share), "shared_cost": Sum("cost", filter=on_share)}
     ledger = {
-        tuple(r[k] for k in SUMMARY_KEY): (r["n"], *(r[f"s_{a}"] for a in AMOUNTS))
-        for r in Charge.objects.values(*SUMMARY_KEY).annotate(n=Count("id"), **{f"s_{a}": Sum(a) for a in AMOUNTS})
-        .order_by()
+        tuple(r[k] for k in SUMMARY_KEY): (r["n"], *(r[f"s_{a}"] for a in AMOUNTS), *(r[n] or 0 for n in shared))
+        for r in Charge.objects.values(*SUMMARY_KEY)
+        .annotate(n=Count("id"), **{f"s_{a}": Sum(a) for a in AMOUNTS}, **shared).order_by()
     }  # fmt: skip
     summary = [
-        (tuple(r[k] for k in SUMMARY_KEY), (r["rows"], *(r[a] for a in AMOUNTS)))
-        for r in LedgerDay.objects.values(*SUMMARY_KEY, "rows", *AMOUNTS)
+        (tuple(r[k] for k in SUMMARY_KEY), (r["rows"], *(r[a] for a in AMOUNTS), *(r[n] for n in shared)))
+        for r in LedgerDay.objects.values(*SUMMARY_KEY, "rows", *AMOUNTS, *shared)
     ]
     assert len(summary) == len(dict(summary)), "the ledger's summary holds a group twice"
     missing = {k: v for k, v in ledger.items() if dict(summary).get(k) != v}

@@ -38,7 +38,7 @@ from governance.costs.services import (
     statement_close,
 )
 from governance.costs.unpriced import unpriced_usage
-from governance.lib.money import printed
+from governance.lib.money import printed, to_cents
 from governance.lib.months import Month
 from governance.org.auth import signed_in_user
 from governance.org.models import User
@@ -57,6 +57,10 @@ class TeamChargeSerializer(serializers.Serializer):
     team = serializers.CharField()
     gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=4)
     cost = serializers.DecimalField(max_digits=20, decimal_places=2)
+    shared_gpu_cost = serializers.DecimalField(
+        max_digits=20, decimal_places=2,
+        help_text="Of the cost, what was spent on shares of one GPU (time-slicing, MPS, fractional requests).",
+    )  # fmt: skip
     currency = serializers.CharField()
     closed = serializers.BooleanField()
 
@@ -115,7 +119,7 @@ class ChargebackView(APIView):
         closed = month_closed(month) is not None
         rows = [
             {"month": str(c.month), "team": c.team, "gpu_hours": c.gpu_hours, "cost": c.printed_cost,
-             "currency": c.currency, "closed": closed}
+             "shared_gpu_cost": to_cents(c.shared_gpu_cost), "currency": c.currency, "closed": closed}
             for c in chargeback_by_team(month=month, team_ids=ids)
         ]  # fmt: skip
         return Response(TeamChargeSerializer(rows, many=True).data)

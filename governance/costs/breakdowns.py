@@ -5,8 +5,9 @@ a closed month), so the same team, month and job show the same amount on every p
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.db.models import Max, Q, Sum
@@ -18,6 +19,7 @@ from governance.lib.months import Month
 
 GROUPS = {"project": ("project_name",), "user": ("user_name",), "model": ("gpu_model", "mig_profile")}
 TOP_JOBS = 10
+ON_SHARE = Q(gpu_share__isnull=False)  # a job's usage on a share of one GPU
 
 
 @dataclass(frozen=True)
@@ -189,3 +191,71 @@ def corrections_landing(*, month: Month) -> list[Correction]:
                    gpu_hours=h, cost=c, printed_cost=cents[n], currency=cur, jobs=jobs)
         for n, ((first, team_id, name, reason), (h, c, cur, jobs)) in enumerate(ordered)
     ]  # fmt: skip
+
+
+@dataclass
+class Breakdown:
+    """A team's month: totals, lines per project and GPU model, and what the lines were priced at."""
+
+    month: Month
+    currency: str
+    cost: Decimal = ZERO
+    gpu_hours: Decimal = ZERO
+    idle_cost: Decimal = ZERO
+    used_gpu_hours: Decimal = ZERO
+    adjustments: Decimal = ZERO
+    unallocated_share: Decimal = ZERO
+    shared_gpu_cost: Decimal = ZERO  # spent on shares of one GPU (time-slicing, MPS, fractional requests)
+    shared_gpu_hours: Decimal = ZERO
+    by_project: dict[str, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
+    by_model: dict[str, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
+    lines: dict[tuple[str, str], list[Decimal]] = field(default_factory=dict)
+    at_default_rate: set[str] = field(default_factory=set)
+
+    @property
+    def shared_gpu_part(self) -> Decimal:
+        """The part of the month's cost spent on shares of one GPU (0 to 1)."""
+        return self.shared_gpu_cost / self.cost if self.cost > 0 else ZERO
+
+    @property
+    def idle_share(self) -> Decimal:
+        return self.idle_cost / self.cost if self.cost else ZERO
+
+
+def team_breakdown(*, month: Month, team_id: int) -> Breakdown:
+    rows = month_rows(month, [team_id])
+    out = Breakdown(month=month, currency=_currency(rows))
+    groups = (
+        rows.values("kind", "corrected_kind", "project_name", "gpu_model", "mig_profile")
+        # the shares first: from then on "cost" and "gpu_hours" name the sums
+        .annotate(shared=Sum("cost", filter=ON_SHARE), shared_hours=Sum("gpu_hours", filter=ON_SHARE))
+        .annotate(hours=Sum("gpu_hours"), used=Sum("used_gpu_hours"), cost=Sum("cost"), idle=Sum("idle_cost"))
+        .order_by()
+    )
+    for g in groups:
+        # A correction of a share (or of a commitment line) is labelled as the line it corrects.
+        project = line_name(g["project_name"], g["kind"], g["corrected_kind"])
+        if g["kind"] == "adjustment":
+            project = f"{project} (correction)"
+        model = sku(g["gpu_model"], g["mig_profile"]) or "-"
+        hours, cost, idle, used = (g[k] or ZERO for k in ("hours", "cost", "idle", "used"))
+        out.cost += cost
+        out.gpu_hours += hours
+        out.idle_cost += idle
+        out.used_gpu_hours += used
+        out.shared_gpu_cost += g["shared"] or ZERO
+        out.shared_gpu_hours += g["shared_hours"] or ZERO
+        if g["kind"] == "adjustment":
+            out.adjustments += cost
+        if g["kind"] == "shared":
+            out.unallocated_share += cost
+        out.by_project[project] += cost
+        out.by_model[model] += cost
+        line = out.lines.setdefault((project, model), [ZERO, ZERO, ZERO])
+        line[0] += hours
+        line[1] += cost
+        line[2] += idle
+    out.at_default_rate = set(
+        rows.filter(kind="usage", at_default_rate=True).values_list("job_ref", flat=True).distinct()
+    )
+    return out

@@ -3,7 +3,9 @@
 The FinOps Foundation's validator passes it (tests/costs/test_focus_validator.py). A closed month's rows carry the
 invoice its close issued (InvoiceId), an open month's none. A team is a sub account; rows of no team (unallocated
 capacity, usage no project maps) have neither SubAccountId nor SubAccountName. ConsumedQuantity is what a row's
-GPUs were held for, so it is null where nothing was consumed: corrections, purchases and unused commitments.
+GPUs were held for, so it is null where nothing was consumed: corrections, purchases and unused commitments. A
+job on a share of one GPU consumed GPU-hours of its share (hours x 0.25 for one replica of a GPU sliced in four),
+the share itself in x_GpuShare (empty on whole GPUs and every row that is not a job's usage).
 SkuPriceId names the price of a SKU (GPU model or MIG slice) on a cluster, or a commitment's price on its purchase
 and unused rows; SkuPriceDetails spells those out as x_ properties.
 
@@ -44,7 +46,7 @@ OPTIONAL = [
 ]  # fmt: skip
 EXTENSIONS = [
     "x_IdleCost", "x_UsedGpuHours", "x_IdleGpuHours", "x_GpuModel", "x_MigProfile", "x_EnergyKwh", "x_EnergyCost",
-    "x_AtDefaultRate", "x_CorrectsMonth", "x_ChargeKind", "x_CarbonKgCo2e", "x_BillingMode",
+    "x_AtDefaultRate", "x_CorrectsMonth", "x_ChargeKind", "x_CarbonKgCo2e", "x_BillingMode", "x_GpuShare",
 ]  # fmt: skip
 HEADER = MANDATORY + OPTIONAL + EXTENSIONS
 
@@ -148,6 +150,7 @@ def focus_row(
         cell(c.gpu_model), cell(c.mig_profile), _amount(c.energy_kwh), _amount(c.energy_cost),
         "true" if c.at_default_rate else "false", str(c.corrects) if c.corrects else "", c.kind,
         _amount(c.carbon_kg), "billed" if c.billed else "showback",
+        _amount(c.gpu_share) if c.gpu_share is not None else "",
     ]  # fmt: skip
 
 
@@ -231,7 +234,7 @@ def _columns() -> list[str]:
         "f.cd_status", "f.cd_quantity", "f.cd_unit", "%(invoice)s", f"'{SERVICE_SUBCATEGORY}'", "f.sku_price",
         f"CASE WHEN f.sku IS NOT NULL THEN '{SKU_METER}' END", "f.sku_price_details", "f.idle_cost", "f.used",
         "f.idle", "f.gpu_model", "f.mig_profile", "f.kwh", "f.energy_cost", "f.at_default", "f.corrects", "f.kind",
-        "f.carbon", "f.mode",
+        "f.carbon", "f.mode", "f.share",
 ]  # fmt: skip
     return [f'{value} AS "{name}"' for value, name in zip(values, HEADER, strict=True)]
 
@@ -247,7 +250,7 @@ SELECT kind, currency, {_six("cost")} AS cost, {_six("gpu_hours")} AS hours, {_s
     {_six("idle_cost")} AS idle_cost, {_six("used_gpu_hours")} AS used, {_six("idle_gpu_hours")} AS idle,
     {_safe("gpu_model")} AS gpu_model, {_safe("mig_profile")} AS mig_profile, {_six("energy_kwh")} AS kwh,
     {_six("energy_cost")} AS energy_cost, CASE WHEN at_default_rate THEN 'true' ELSE 'false' END AS at_default,
-    to_char(corrects, 'YYYY-MM') AS corrects, {_six("carbon_kg")} AS carbon,
+    to_char(corrects, 'YYYY-MM') AS corrects, {_six("carbon_kg")} AS carbon, {_six("gpu_share")} AS share,
     CASE WHEN billed THEN {_six("billed_cost")} ELSE '0.000000' END AS billed_cost,
     CASE WHEN billed THEN 'billed' ELSE 'showback' END AS mode, {_six("list_cost")} AS list,
     {_six("contracted_cost")} AS contracted, {_six(QUANTITY)} AS quantity,

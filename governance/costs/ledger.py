@@ -88,6 +88,11 @@ class JobFacts:
         return None
 
 
+def gpu_share(gpus: Decimal | int | None) -> Decimal | None:
+    """The share of one GPU a job declared, where it holds less than one (0.47); None for whole or unknown GPUs."""
+    return Decimal(gpus) if gpus is not None and 0 < gpus < 1 else None
+
+
 def line_name(name: str, kind: str, corrected_kind: str = "") -> str:
     """A row's project or user name on the pages, or what kind of line it is where it has none."""
     return name or UNNAMED.get(corrected_kind or kind, "(none)")
@@ -167,7 +172,7 @@ def _row(job: JobFacts, day: date, lo: datetime, hi: datetime, model: str, profi
         "user_name": job.user, "team_id": job.team_id, "team_name": job.team or UNATTRIBUTED,
         "project_id": job.project_id, "project_name": job.project, "gpu_model": model, "mig_profile": profile,
         "currency": currency, "at_default_rate": pricing.at_default, "commitment_id": None,
-        "billed": terms.billed(job.cluster, day_start(day) + DAY),
+        "billed": terms.billed(job.cluster, day_start(day) + DAY), "gpu_share": gpu_share(job.gpus),
         **{name: quantized(name, value) for name, value in amounts.items()},
     }  # fmt: skip
 

@@ -39,6 +39,7 @@ COPY_COLUMNS = (
     ("energy_kwh", "numeric"), ("energy_cost", "numeric"), ("carbon_kg", "numeric"), ("currency", "text"),
     ("at_default_rate", "bool"), ("billed", "bool"), ("list_cost", "numeric"), ("contracted_cost", "numeric"),
     ("billed_cost", "numeric"), ("commitment_gpu_hours", "numeric"), ("commitment_id", "int8"),
+    ("gpu_share", "numeric"),
 )  # fmt: skip
 COPY_INTO = "COPY costs_charge ({}, corrected_kind, reason, priced_at) FROM STDIN (FORMAT BINARY)".format(
     ", ".join(name for name, _ in COPY_COLUMNS)
@@ -53,7 +54,7 @@ def rows_insert(rows: list[dict], now: datetime) -> None:
         with connection.cursor() as cursor, cursor.cursor.copy(COPY_INTO) as copy:
             copy.set_types([kind for _, kind in COPY_COLUMNS] + ["text", "text", "timestamptz"])
             for row in rows:
-                copy.write_row([row[name] for name in names] + ["", "", now])
+                copy.write_row([row.get(name) for name in names] + ["", "", now])
         return
     for i in range(0, len(rows), WRITE_BATCH):
         Charge.objects.bulk_create([Charge(priced_at=now, **row) for row in rows[i : i + WRITE_BATCH]])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 
@@ -17,7 +17,7 @@ from django.db.models import Count, Max, Q, QuerySet, Sum
 
 from governance.costs.commitment_checks import commitments_check
 from governance.costs.corrections import closed_months
-from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO, line_name
+from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO
 from governance.costs.models import CapacityDay, Charge, LedgerDay, MonthClose, StatementLine
 from governance.costs.unpriced import unpriced_problems
 from governance.lib.money import printed, to_cents
@@ -25,13 +25,13 @@ from governance.lib.months import Month
 
 __all__ = [
     "UNALLOCATED", "UNATTRIBUTED", "Line", "TeamCharge", "chargeback_by_team", "chargeback_months", "month_rows",
-    "reconcile", "statement_charges", "team_breakdown", "team_trend",
+    "reconcile", "statement_charges", "team_trend",
 ]  # fmt: skip
 
 LINE_FIELDS = (
     "kind", "period_start", "period_end", "cluster_name", "team_id", "team_name", "project_name", "job_ref",
     "user_name", "gpu_model", "mig_profile", *AMOUNTS, "currency", "at_default_rate", "corrects", "reason", "billed",
-    "commitment_id",
+    "commitment_id", "gpu_share",
 )  # fmt: skip
 
 
@@ -68,6 +68,7 @@ class Line:
     reason: str
     billed: bool = True
     commitment_id: int | None = None
+    gpu_share: Decimal | None = None  # the share of one GPU a job's usage line declared (0.47); None: whole GPUs
 
 
 def month_closed(month: Month) -> MonthClose | None:
@@ -112,6 +113,7 @@ def statement_charges(
             **{a: values[a] for a in AMOUNTS}, currency=values["currency"],
             at_default_rate=values["at_default_rate"], corrects=_corrects(values["corrects"]),
             reason=values["reason"], billed=values["billed"], commitment_id=values["commitment_id"],
+            gpu_share=values["gpu_share"],
         )  # fmt: skip
 
 
@@ -128,6 +130,7 @@ class TeamCharge:
     currency: str
     printed_cost: Decimal = ZERO
     printed_idle_cost: Decimal = ZERO
+    shared_gpu_cost: Decimal = ZERO  # of `cost`: usage on shares of one GPU (time-slicing, MPS, fractional requests)
 
     @property
     def unallocated(self) -> bool:
@@ -150,12 +153,14 @@ def chargeback_by_team(
     if cluster_name:
         rows = rows.filter(cluster_name=cluster_name)
     currency = _currency(rows)
+    shared = Sum("cost", filter=Q(gpu_share__isnull=False)) if close else Sum("shared_cost")
     totals = (
         rows.values("team_id", "team_name")
+        .annotate(shared=shared)  # first: from then on "cost" names the sum
         .annotate(hours=Sum("gpu_hours"), cost=Sum("cost"), idle=Sum("idle_cost"))
         .order_by()
     )
-    merged: dict[tuple[int | None, str], list[Decimal]] = defaultdict(lambda: [ZERO, ZERO, ZERO])
+    merged: dict[tuple[int | None, str], list[Decimal]] = defaultdict(lambda: [ZERO, ZERO, ZERO, ZERO])
     names: dict[int | None, str] = {}
     for r in totals:
         key = (r["team_id"], r["team_name"] if r["team_id"] is None else "")
@@ -164,6 +169,7 @@ def chargeback_by_team(
         entry[0] += r["hours"] or ZERO
         entry[1] += r["cost"] or ZERO
         entry[2] += r["idle"] or ZERO
+        entry[3] += r["shared"] or ZERO
     lines = sorted(((name or names.get(team_id, ""), team_id or 0, team_id, amounts)
                     for (team_id, name), amounts in merged.items()), key=lambda line: line[:2])  # fmt: skip
     costs = printed([a[1] for *_, a in lines])
@@ -171,8 +177,8 @@ def chargeback_by_team(
     wanted = None if team_ids is None else set(team_ids)
     return [
         TeamCharge(month=month, team_id=team_id, team=name, gpu_hours=h, cost=c, idle_cost=i, currency=currency,
-                   printed_cost=costs[n], printed_idle_cost=idle[n])
-        for n, (name, _, team_id, (h, c, i)) in enumerate(lines)
+                   printed_cost=costs[n], printed_idle_cost=idle[n], shared_gpu_cost=shared_cost)
+        for n, (name, _, team_id, (h, c, i, shared_cost)) in enumerate(lines)
         if wanted is None or team_id in wanted
     ]  # fmt: skip
 
@@ -182,65 +188,8 @@ def chargeback_months(*, months: list[Month], team_ids: Iterable[int | None] | N
     return [charge for month in months for charge in chargeback_by_team(month=month, team_ids=ids)]
 
 
-@dataclass
-class Breakdown:
-    """A team's month: totals, lines per project and GPU model, and what the lines were priced at."""
-
-    month: Month
-    currency: str
-    cost: Decimal = ZERO
-    gpu_hours: Decimal = ZERO
-    idle_cost: Decimal = ZERO
-    used_gpu_hours: Decimal = ZERO
-    adjustments: Decimal = ZERO
-    unallocated_share: Decimal = ZERO
-    by_project: dict[str, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
-    by_model: dict[str, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
-    lines: dict[tuple[str, str], list[Decimal]] = field(default_factory=dict)
-    at_default_rate: set[str] = field(default_factory=set)
-
-    @property
-    def idle_share(self) -> Decimal:
-        return self.idle_cost / self.cost if self.cost else ZERO
-
-
 def sku(gpu_model: str, mig_profile: str) -> str:
     return f"{gpu_model} MIG {mig_profile}" if mig_profile else gpu_model
-
-
-def team_breakdown(*, month: Month, team_id: int) -> Breakdown:
-    rows = month_rows(month, [team_id])
-    out = Breakdown(month=month, currency=_currency(rows))
-    groups = (
-        rows.values("kind", "corrected_kind", "project_name", "gpu_model", "mig_profile")
-        .annotate(hours=Sum("gpu_hours"), used=Sum("used_gpu_hours"), cost=Sum("cost"), idle=Sum("idle_cost"))
-        .order_by()
-    )
-    for g in groups:
-        # A correction of a share (or of a commitment line) is labelled as the line it corrects.
-        project = line_name(g["project_name"], g["kind"], g["corrected_kind"])
-        if g["kind"] == "adjustment":
-            project = f"{project} (correction)"
-        model = sku(g["gpu_model"], g["mig_profile"]) or "-"
-        hours, cost, idle, used = (g[k] or ZERO for k in ("hours", "cost", "idle", "used"))
-        out.cost += cost
-        out.gpu_hours += hours
-        out.idle_cost += idle
-        out.used_gpu_hours += used
-        if g["kind"] == "adjustment":
-            out.adjustments += cost
-        if g["kind"] == "shared":
-            out.unallocated_share += cost
-        out.by_project[project] += cost
-        out.by_model[model] += cost
-        line = out.lines.setdefault((project, model), [ZERO, ZERO, ZERO])
-        line[0] += hours
-        line[1] += cost
-        line[2] += idle
-    out.at_default_rate = set(
-        rows.filter(kind="usage", at_default_rate=True).values_list("job_ref", flat=True).distinct()
-    )
-    return out
 
 
 def team_trend(*, month: Month, team_id: int, months: int = 12) -> list[tuple[Month, Decimal, Decimal]]:

@@ -338,11 +338,11 @@ FREEZE = """
 INSERT INTO costs_statementline (close_id, kind, period_start, period_end, corrects, cluster_name, team_id,
     team_name, project_name, job_ref, user_name, gpu_model, mig_profile, gpu_hours, used_gpu_hours, idle_gpu_hours,
     cost, idle_cost, energy_kwh, energy_cost, carbon_kg, billed, currency, at_default_rate, job_id, project_id,
-    corrected_kind, reason, list_cost, contracted_cost, billed_cost, commitment_gpu_hours, commitment_id)
+    corrected_kind, reason, list_cost, contracted_cost, billed_cost, commitment_gpu_hours, commitment_id, gpu_share)
 SELECT %s, kind, period_start, period_end, corrects, cluster_name, team_id, team_name, project_name, job_ref,
     user_name, gpu_model, mig_profile, gpu_hours, used_gpu_hours, idle_gpu_hours, cost, idle_cost, energy_kwh,
     energy_cost, carbon_kg, billed, currency, at_default_rate, job_id, project_id, corrected_kind, reason,
-    list_cost, contracted_cost, billed_cost, commitment_gpu_hours, commitment_id
+    list_cost, contracted_cost, billed_cost, commitment_gpu_hours, commitment_id, gpu_share
 FROM costs_charge WHERE month = %s ORDER BY kind, period_start, id
 """
 

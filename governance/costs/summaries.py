@@ -9,14 +9,20 @@ from collections.abc import Iterable
 from datetime import date
 
 from django.db import connection
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, Sum, Value
+from django.db.models.functions import Coalesce
 
-from governance.costs.ledger import AMOUNTS
+from governance.costs.ledger import AMOUNTS, ZERO
 from governance.costs.models import Charge, LedgerDay
 
 KEY = ("month", "day", "cluster_id", "cluster_name", "team_id", "team_name", "gpu_model", "kind", "billed", "currency")
-COLUMNS = ", ".join((*KEY, "rows", *AMOUNTS))
-SUMS = ", ".join(f"sum(c.{a})" for a in AMOUNTS)
+# Of the rows on a share of one GPU: how much of a team's month was spent on shared GPUs.
+SHARED = {"shared_gpu_hours": "gpu_hours", "shared_cost": "cost"}
+COLUMNS = ", ".join((*KEY, "rows", *AMOUNTS, *SHARED))
+SUMS = ", ".join(
+    [f"sum(c.{a})" for a in AMOUNTS]
+    + [f"coalesce(sum(c.{a}) FILTER (WHERE c.gpu_share IS NOT NULL), 0)" for a in SHARED.values()]
+)
 GROUP = ", ".join(f"c.{k}" for k in KEY)
 KEYS = "unnest(%s::int8[], %s::date[]) AS k(cluster_id, day)"
 DELETE = f"DELETE FROM costs_ledgerday s USING {KEYS} WHERE s.cluster_id = k.cluster_id AND s.day = k.day"  # noqa: S608
@@ -65,8 +71,11 @@ def ledger_days_rebuild() -> None:
 
 
 def _insert(rows) -> None:
-    groups = rows.values(*KEY).annotate(n=Count("id"), **{f"s_{a}": Sum(a) for a in AMOUNTS}).order_by()
+    on_share = Q(gpu_share__isnull=False)
+    shared = {name: Coalesce(Sum(a, filter=on_share), Value(ZERO)) for name, a in SHARED.items()}
+    groups = rows.values(*KEY).annotate(n=Count("id"), **{f"s_{a}": Sum(a) for a in AMOUNTS}, **shared).order_by()
     LedgerDay.objects.bulk_create(
-        [LedgerDay(**{k: g[k] for k in KEY}, rows=g["n"], **{a: g[f"s_{a}"] for a in AMOUNTS}) for g in groups],
+        [LedgerDay(**{k: g[k] for k in KEY}, rows=g["n"], **{a: g[f"s_{a}"] for a in AMOUNTS},
+                   **{name: g[name] for name in SHARED}) for g in groups],
         batch_size=2000,
-    )
+    )  # fmt: skip

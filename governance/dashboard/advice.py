@@ -21,9 +21,10 @@ TITLES = {
     "topology_split": "Placed farther apart than it needs",
     "comm_bound": "Waiting on communication between GPUs",
     "inference_oversized": "Inference service larger than it needs",
+    "share_oversized": "A smaller share of the GPU would do",
 }
 # The order of DESIGN.md's waste partition: on equal money the lever that frees GPUs comes first.
-PRIORITY = ["idle_gpu", "overallocated", "mig_fit", "inference_oversized", "low_utilization"]
+PRIORITY = ["idle_gpu", "overallocated", "mig_fit", "share_oversized", "inference_oversized", "low_utilization"]
 
 # key: (label, unit); a key not listed is shown with its name in words.
 EVIDENCE = {

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from django.conf import settings
@@ -59,10 +60,12 @@ def job_bills(*, job_ids: Iterable[int]) -> dict[int, JobBill]:
     rows: dict[int, list] = defaultdict(list)
     currency: dict[int, str] = {}
     for r in Charge.objects.filter(job_id__in=list(job_ids), kind=Charge.Kind.USAGE).values_list(
-        "job_id", "day", "gpu_model", "mig_profile", "gpu_hours", "cost", "currency"
+        "job_id", "day", "gpu_model", "mig_profile", "gpu_hours", "cost", "currency", "gpu_share"
     ):
-        job_id, day, model, profile, hours, cost, cur = r
-        rows[job_id].append((day, hours, cost, mig_fraction(model, profile)))
+        job_id, day, model, profile, hours, cost, cur, share = r
+        # A share of one GPU is held like a MIG slice: its hour is one held hour, priced at the share of the rate.
+        fraction = mig_fraction(model, profile) * (Fraction(share) if share else 1)
+        rows[job_id].append((day, hours, cost, fraction))
         currency[job_id] = cur
     return {pk: JobBill(days=bills_by_day(r), currency=currency[pk]) for pk, r in rows.items()}
 

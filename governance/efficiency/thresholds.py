@@ -38,6 +38,8 @@ class Thresholds:
     inference_min_hours: float = 6
     inference_sm_percent: float = 15
     inference_memory_percent: float = 50
+    share_fit_use_percent: float = 25  # a job on a share of one GPU using under this much of it
+    share_fit_headroom: float = 2.0  # the share suggested: this x the GPU's SM
 
 
 def setting_name(field_name: str) -> str:

@@ -7,8 +7,9 @@ import io
 import pytest
 import time_machine
 
+from governance.costs.breakdowns import team_breakdown
 from governance.costs.focus import focus_csv
-from governance.costs.selectors import UNALLOCATED, chargeback_by_team, statement_charges, team_breakdown
+from governance.costs.selectors import UNALLOCATED, chargeback_by_team, statement_charges
 from governance.costs.services import statement_close
 from governance.lib.months import Month
 from tests.costs.conftest import by_team, cents, declare, set_rate, share_policy

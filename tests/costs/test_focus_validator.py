@@ -255,6 +255,27 @@ def test_it_passes_a_month_under_the_share_policy(cast, cluster, check):
     assert shares == {"NLP", "Vision", ""}, "the share of usage billed to no team has no sub account"
 
 
+@time_machine.travel("2026-12-03T10:00:00Z", tick=False)
+def test_it_passes_a_closed_month_with_pods_on_shares_of_a_gpu(cast, cluster, check):
+    november_usage()
+    ingest([
+        job("pod-a", "2026-11-08T00:00:00Z", "2026-11-08T04:00:00Z", gpus=0.25),
+        job("pod-b", "2026-11-08T00:00:00Z", "2026-11-08T04:00:00Z", gpus=0.47, team="vision", project="detector"),
+    ])  # fmt: skip
+    close_november()
+    assert_billing_invariants()
+
+    rows = check(NOV)
+
+    usage = {r["ResourceName"]: r for r in rows if r["x_ChargeKind"] == "usage"}
+    # GPU-hours of the share: 4 hours of a quarter of a GPU is one GPU-hour, at 2.00.
+    assert (usage["pod-a"]["ConsumedQuantity"], usage["pod-a"]["x_GpuShare"]) == ("1.000000", "0.250000")
+    assert (usage["pod-a"]["PricingQuantity"], usage["pod-a"]["EffectiveCost"]) == ("1.000000", "2.000000")
+    assert (usage["pod-b"]["ConsumedQuantity"], usage["pod-b"]["x_GpuShare"]) == ("1.880000", "0.470000")
+    assert usage["1"]["x_GpuShare"] == "", "a job on whole GPUs names no share"
+    assert {r["x_GpuShare"] for r in rows if r["x_ChargeKind"] != "usage"} == {""}
+
+
 @time_machine.travel("2026-12-02T10:00:00Z", tick=False)
 def test_it_fails_an_export_without_billed_cost(cast, cluster, focus_validator, tmp_path):
     set_rate(H100, "2.00")

@@ -7,7 +7,8 @@ import time_machine
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from governance.costs.selectors import UNALLOCATED, chargeback_by_team, reconcile, team_breakdown
+from governance.costs.breakdowns import team_breakdown
+from governance.costs.selectors import UNALLOCATED, chargeback_by_team, reconcile
 from governance.lib.months import Month
 from tests.costs.conftest import A100, by_team, cents, declare, set_rate, share_policy
 from tests.factories import H100, at, ingest, job_record, series

@@ -16,10 +16,15 @@ from collectors.podresources import PodResources
 from collectors.pods import KubernetesPods
 from collectors.sources.dcgm import DcgmSource
 from governance.costs.models import Charge
+from governance.costs.services import statement_close
+from governance.efficiency.models import Finding
+from governance.efficiency.services import findings_evaluate_all
+from governance.lib.months import Month
+from governance.usage.models import Job
 from tests.collectors.servers import kubelet_served, pages_served
 from tests.collectors.test_dcgm import EKS, page
 from tests.costs.conftest import cents, declare, set_rate
-from tests.factories import ingest
+from tests.factories import at, committed, ingest, job_record, series
 from tests.invariants import assert_billing_invariants
 
 pytestmark = pytest.mark.django_db
@@ -31,6 +36,80 @@ GPU1 = "GPU-bc5610b9-79c8-fedd-8899-07539c7f868a"  # one of the page's 8 GPUs; d
 
 def hours(**where) -> Decimal:
     return Charge.objects.filter(kind="usage", **where).aggregate(h=Sum("gpu_hours"))["h"] or Decimal(0)
+
+
+NOV3 = {"submit_time": "2026-11-03T00:00:00Z", "start_time": "2026-11-03T00:00:00Z", "state": "completed"}
+
+
+def test_the_team_month_says_what_it_spent_on_shared_gpus_on_the_page_and_in_the_api(client, cast):
+    set_rate(H100, "2.00")
+    declare(2)
+    with time_machine.travel("2026-11-04T00:00:00Z", tick=False):
+        ingest([
+            job_record(job_id="whole", **NOV3, end_time="2026-11-03T03:00:00Z"),
+            job_record(job_id="pod-a", **NOV3, end_time="2026-11-03T04:00:00Z", gpus=0.25),
+            job_record(job_id="pod-b", **NOV3, end_time="2026-11-03T02:00:00Z", gpus=0.5),
+        ])  # fmt: skip
+        assert_billing_invariants()
+        client.force_login(cast.nlp_lead)
+
+        page = client.get("/costs/team/nlp/", {"month": "2026-11"})
+        api = client.get("/api/v1/chargeback/", {"month": "2026-11", "team": "nlp"}).json()
+        pod = client.get(f"/jobs/{Job.objects.get(external_id='pod-a').pk}/").content.decode()
+        whole = client.get(f"/jobs/{Job.objects.get(external_id='whole').pk}/").content.decode()
+
+    # 3 h of a whole GPU (6.00) and two shares: 4 h x 0.25 + 2 h x 0.5 = 2 GPU-hours of share (4.00).
+    assert (page.context["b"].cost, page.context["b"].shared_gpu_cost) == (Decimal(10), Decimal(4))
+    assert "4.00 USD (40.0% of the cost), 2.0 GPU-hours of share" in page.content.decode()
+    assert [(r["cost"], r["shared_gpu_cost"]) for r in api] == [("10.00", "4.00")]
+    # The job page of a pod on a share says what its utilisation is read from; a whole-GPU job's says nothing.
+    assert 'id="job-shared-gpu">This job holds a share of one GPU (0.25 of it)' in pod
+    assert "job-shared-gpu" not in whole
+
+    with time_machine.travel("2026-12-02T10:00:00Z", tick=False), committed():
+        statement_close(month=Month(2026, 11))
+    with time_machine.travel("2026-12-02T11:00:00Z", tick=False):
+        client.force_login(cast.nlp_lead)  # the November session has expired
+        closed = client.get("/api/v1/chargeback/", {"month": "2026-11", "team": "nlp"}).json()
+        assert [(r["cost"], r["shared_gpu_cost"], r["closed"]) for r in closed] == [("10.00", "4.00", True)]
+        assert_billing_invariants()
+
+
+@time_machine.travel("2026-11-04T00:00:00Z", tick=False)
+def test_an_idle_pods_waste_is_its_shares_idle_hours_not_the_whole_gpus(cast):
+    set_rate(H100, "2.00")
+    declare(1)
+    # A quarter of a GPU for 4 hours (2.00), idle for the first 2 and busy after: half its bill is wasted.
+    ingest([
+        job_record(job_id="pod-a", **NOV3, end_time="2026-11-03T04:00:00Z", gpus=0.25),
+        *series(start=at("2026-11-03T00:00:00Z"), minutes=240, every_s=300, job_id="pod-a",
+                sm_util=lambda s: 0.0 if s < 7200 else 80.0),
+    ])  # fmt: skip
+    findings_evaluate_all(now=at("2026-11-04T00:00:00Z"))
+
+    idle = Finding.objects.get(rule="idle_gpu", job__external_id="pod-a")
+    assert Charge.objects.get(job_ref="pod-a").cost == Decimal(2)
+    # Its 2 idle hours of the share (held hours, as a MIG slice's), priced at a quarter of the rate: 1.00, not 2.00.
+    assert (idle.wasted_gpu_hours, cents(idle.waste)) == (Decimal(2), Decimal("1.00"))
+    assert_billing_invariants()
+
+
+@time_machine.travel("2026-11-04T00:00:00Z", tick=False)
+def test_a_pod_using_a_tenth_of_its_half_gpu_is_told_a_smaller_share_and_its_waste_stays_within_its_bill(cast):
+    set_rate(H100, "2.00")
+    declare(1)
+    ingest([
+        job_record(job_id="pod-a", **NOV3, end_time="2026-11-03T04:00:00Z", gpus=0.5),
+        *series(start=at("2026-11-03T00:00:00Z"), minutes=240, every_s=300, job_id="pod-a", sm_util=5.0),
+    ])  # fmt: skip
+    findings_evaluate_all(now=at("2026-11-04T00:00:00Z"))
+
+    findings = {f.rule: f for f in Finding.objects.filter(job__external_id="pod-a")}
+    # 4 h x 0.5 x 2.00 = 4.00; a 0.10 share would have cost a fifth: 3.20 wasted, the rest to low utilisation.
+    assert "request 0.10 of a GPU, or pack 10 pods per GPU instead of 2" in findings["share_oversized"].advice
+    assert cents(findings["share_oversized"].waste) == Decimal("3.20")
+    assert sum(f.waste for f in findings.values()) <= Decimal(4)
+    assert_billing_invariants()
 
 
 def test_two_pods_on_one_replica_each_of_a_gpu_sliced_in_4_are_billed_a_quarter_each_and_half_is_unallocated(

@@ -3,6 +3,8 @@
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import pytest
+
 from governance.efficiency.rules import RULES, rules_evaluate
 from governance.efficiency.summary import GpuSummary, HourStat, JobSummary
 from governance.efficiency.thresholds import Thresholds
@@ -26,10 +28,10 @@ def rules(summary: JobSummary, **thresholds) -> dict:
     return {d.rule: d for d in rules_evaluate(summary, Thresholds(**thresholds))}
 
 
-def test_the_registry_holds_the_ten_rules_of_the_design_and_comm_bound():
+def test_the_registry_holds_the_ten_rules_of_the_design_comm_bound_and_the_shared_gpus_one():
     assert sorted(RULES) == sorted([
         "idle_gpu", "overallocated", "low_utilization", "mig_fit", "batch_headroom", "memory_bound", "data_starved",
-        "numa_misaligned", "topology_split", "inference_oversized", "comm_bound",
+        "numa_misaligned", "topology_split", "inference_oversized", "comm_bound", "share_oversized",
     ])  # fmt: skip
 
 
@@ -64,3 +66,26 @@ def test_a_job_without_samples_has_no_findings():
     empty = JobSummary(1, "1", "c1", 1, "x", T0, T0 + timedelta(hours=2), False)
 
     assert rules_evaluate(empty, Thresholds()) == []
+
+
+def on_share(share: float, *hours: HourStat) -> JobSummary:
+    gpu = GpuSummary(1, "gpu-017", 0, "NVIDIA H100 80GB HBM3", MIB, 0, "", tuple(hours))
+    return JobSummary(1, "ml/pod-a", "c1", share, "NVIDIA H100 80GB HBM3", T0, T0 + timedelta(hours=len(hours)),
+                      False, {}, (gpu,), Decimal("2.00"))  # fmt: skip
+
+
+def test_a_pod_using_far_less_than_its_share_is_told_the_share_that_would_do_and_how_many_pods_fit():
+    drafts = rules(on_share(0.5, hour(0, 5), hour(1, 5), hour(2, 5), hour(3, 5)))
+
+    advice = drafts["share_oversized"]
+    # 5% SM of a half GPU is at most 10% of its share; twice the SM, in twentieths of a GPU: 0.10.
+    assert advice.evidence["share_used_percent"] == 10.0 and advice.evidence["suggested_share"] == 0.1
+    assert "request 0.10 of a GPU, or pack 10 pods per GPU instead of 2" in advice.advice
+    assert advice.wasted_hours == {T0.date(): pytest.approx(4 * 0.8)}  # 4 held hours of the share, 4/5 unneeded
+    assert "mig_fit" not in drafts, "a share is no whole GPU to slice"
+
+
+def test_a_pod_that_uses_its_share_or_holds_whole_gpus_is_not_told_to_shrink_it():
+    assert "share_oversized" not in rules(on_share(0.25, hour(0, 20), hour(1, 20)))  # 80% of its share
+    assert "share_oversized" not in rules(job(hour(0, 5), hour(1, 5)))
+    assert "share_oversized" not in rules(on_share(0.05, hour(0, 1.5), hour(1, 1.5)))  # nothing smaller to ask

@@ -75,6 +75,11 @@ class LineAmounts(models.Model):
     )
     currency = models.CharField(max_length=3)
     at_default_rate = models.BooleanField(default=False)
+    gpu_share = models.DecimalField(
+        max_digits=7, decimal_places=6, null=True, blank=True,
+        help_text="Usage of a job on a share of one GPU (time-slicing, MPS, a fractional request): the share it"
+        " declared (0.47; gpu_hours are hours x share). Null on whole GPUs and on every other kind of line.",
+    )  # fmt: skip
 
     class Meta:
         abstract = True

@@ -47,6 +47,8 @@ class LedgerDay(models.Model):
     contracted_cost = _sum(MONEY)
     billed_cost = _sum(MONEY)
     commitment_gpu_hours = _sum(HOURS)
+    shared_gpu_hours = _sum(HOURS)  # of the rows on a share of one GPU (gpu_share set): the team month's part
+    shared_cost = _sum(MONEY)
 
     class Meta:
         ordering = ["month", "day", "cluster_name", "team_name", "gpu_model", "kind"]

@@ -24,19 +24,17 @@ from django.utils.html import escape
 from django.views.decorators.http import require_POST
 
 from governance.costs.anomalies import team_anomalies
-from governance.costs.breakdowns import corrections_landing, jobs_month, month_has_rows
+from governance.costs.breakdowns import Breakdown, corrections_landing, jobs_month, month_has_rows, team_breakdown
 from governance.costs.breakdowns import cost_by as ledger_cost_by
 from governance.costs.budget_requests import budget_request_send
 from governance.costs.focus import focus_csv
 from governance.costs.models import Budget, BudgetRequest, Charge
 from governance.costs.selectors import (
     ZERO,
-    Breakdown,
     TeamCharge,
     chargeback_by_team,
     month_closed,
     reconcile,
-    team_breakdown,
     team_trend,
     unattributed,
 )

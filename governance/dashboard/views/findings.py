@@ -16,6 +16,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from governance.costs.breakdowns import job_charges
+from governance.costs.ledger import gpu_share
 from governance.dashboard.advice import findings_ordered, group_by_job, title
 from governance.dashboard.figures.cluster import ClusterHour, cluster_utilisation
 from governance.dashboard.figures.jobs import GpuHourPoint, idle_strip, job_timeline
@@ -75,6 +76,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "mem_peak_gib": max(peaks) if peaks else None,
         "running": job.end_time is None,
         "history": list(job_history(job=job)),
+        "gpu_share": gpu_share(job.gpus),
     }
     return render(request, "efficiency/job.html", context)
 

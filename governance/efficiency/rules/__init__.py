@@ -13,6 +13,7 @@ from governance.efficiency.rules import (  # noqa: F401  (each module registers 
     mig_fit,
     numa_misaligned,
     overallocated,
+    share_oversized,
     topology_split,
 )
 from governance.efficiency.rules.base import Draft, registry

@@ -12,6 +12,8 @@ from governance.efficiency.thresholds import Thresholds
 def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     if job.gpu_count != 1 or len(job.gpus) != 1 or job.gpus[0].mig_profile or not job.mem_known:
         return []
+    if job.gpus_requested is not None and job.gpus_requested < 1:
+        return []  # a share of one GPU, not a whole one to slice (share_oversized sizes the share)
     gpu = job.gpus[0]
     if job.sm_mean >= t.mig_fit_sm_percent:
         return []
