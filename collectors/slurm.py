@@ -154,19 +154,19 @@ def parse(text: str, *, cluster: str | None = None) -> list[JobRecord]:
         raise SlurmError("; ".join(str(e.get("description") or e) for e in data["errors"]))
     jobs: dict[tuple[str, str], JobRecord] = {}
     runs: dict[tuple[str, str], list[Run]] = defaultdict(list)
-    printed: dict[tuple[str, str], int] = defaultdict(int)
+    submitted: dict[tuple[str, str], list[datetime]] = defaultdict(list)
     for job in data.get("jobs", []):
         record = job_record(job, cluster=cluster)
         key = (record.cluster, record.job_id)
         jobs[key] = record
-        printed[key] += 1
+        submitted[key].append(record.submit_time)
         if (run := _run(job)) is not None:
             runs[key].append(run)
     for key, record in jobs.items():
-        if printed[key] > 1:
+        if len(submitted[key]) > 1:
             mine = sorted(runs[key], key=lambda r: r.start)[-MAX_RUNS:]
-            # Slurm submits a requeued job anew: its first run started before the submit time it prints now.
-            submit = min([record.submit_time, *(r.start for r in mine)])
+            # Slurm submits a requeued job anew: the job was submitted when its first record says.
+            submit = min([*submitted[key], *(r.start for r in mine)])
             jobs[key] = msgspec.structs.replace(record, runs=mine, submit_time=submit)
     return list(jobs.values())
 
