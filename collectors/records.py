@@ -11,12 +11,13 @@ import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import msgspec
 
 from collectors.mig import MigProfile as MigProfileSpec
 from collectors.mig import mig_profile_find
+from collectors.runs import Runs, runs_check
 
 # Every field is bounded by physics or by the column it lands in: nothing a collector sends can overflow a sum,
 # a partition name or a column later (DESIGN.md: no input can break billing). Each bound composes with
@@ -92,8 +93,12 @@ class JobRecord(msgspec.Struct, tag_field="kind", tag="job", forbid_unknown_fiel
     end_time: UtcTime | None = None
     state: JobState = "running"
     labels: Labels = {}
+    # The job's runs where the source knows it ran more than once (sacct's records of a requeued job); absent, the
+    # record's start and end are its one run. Only the runs are billed, never the waits between them.
+    runs: Runs = []
 
     def __post_init__(self) -> None:
+        runs_check(self.runs, self.submit_time)
         if self.gpus is not None:
             self.gpus = gpus_check(self.gpus)
         if self.start_time is not None and self.start_time < self.submit_time:
@@ -369,8 +374,8 @@ def records_check(
                     reason = MIG_UNKNOWN.format(profile=r.mig_profile, model=r.gpu_model)
                     errors.append(RecordError(index=index, field="mig_profile", reason=reason))
         else:
-            for name in _JOB_TIMES:
-                value = getattr(r, name)
+            times = [(name, getattr(r, name)) for name in _JOB_TIMES]
+            for name, value in times + [("runs", t) for run in cast(JobRecord, r).runs for t in (run.start, run.end)]:
                 if value is not None and not jobs_from <= value <= until:
                     errors.append(RecordError(index=index, field=name, reason=_out_of_window(value, jobs_from, until)))
         if len(errors) >= MAX_REPORTED_ERRORS:

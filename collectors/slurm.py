@@ -19,6 +19,7 @@ import re
 import subprocess
 import urllib.error
 import urllib.request
+from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -27,6 +28,7 @@ from typing import Any
 import msgspec
 
 from collectors.records import JobRecord, JobState, Record, SampleRecord
+from collectors.runs import MAX_RUNS, Run
 
 STATES: dict[str, JobState] = {
     "PENDING": "pending", "REQUEUED": "pending", "REQUEUE_HOLD": "pending", "REQUEUE_FED": "pending",
@@ -134,11 +136,39 @@ def job_record(job: dict[str, Any], *, cluster: str | None = None) -> JobRecord:
     )
 
 
+def _run(job: dict[str, Any]) -> Run | None:
+    """The run one sacct record accounts (a requeued job has a record per run); None for squeue's schema, or a record
+    that never started."""
+    times = job.get("time")
+    if not isinstance(times, dict) or (start := _time(times.get("start"))) is None:
+        return None
+    end = _time(times.get("end"))
+    return Run(start, end if end is not None and end >= start else None)
+
+
 def parse(text: str, *, cluster: str | None = None) -> list[JobRecord]:
+    """One record per job; where sacct (--duplicates) prints several records of a job id (it was requeued: the earlier
+    runs are REQUEUED records), the latest describes the job and all of them its runs."""
     data = json.loads(text)
     if data.get("errors"):
         raise SlurmError("; ".join(str(e.get("description") or e) for e in data["errors"]))
-    return [job_record(job, cluster=cluster) for job in data.get("jobs", [])]
+    jobs: dict[tuple[str, str], JobRecord] = {}
+    runs: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    submitted: dict[tuple[str, str], list[datetime]] = defaultdict(list)
+    for job in data.get("jobs", []):
+        record = job_record(job, cluster=cluster)
+        key = (record.cluster, record.job_id)
+        jobs[key] = record
+        submitted[key].append(record.submit_time)
+        if (run := _run(job)) is not None:
+            runs[key].append(run)
+    for key, record in jobs.items():
+        if len(submitted[key]) > 1:
+            mine = sorted(runs[key], key=lambda r: r.start)[-MAX_RUNS:]
+            # Slurm submits a requeued job anew: the job was submitted when its first record says.
+            submit = min([*submitted[key], *(r.start for r in mine)])
+            jobs[key] = msgspec.structs.replace(record, runs=mine, submit_time=submit)
+    return list(jobs.values())
 
 
 def merge(accounted: list[JobRecord], queued: list[JobRecord]) -> list[JobRecord]:
@@ -152,6 +182,8 @@ def merge(accounted: list[JobRecord], queued: list[JobRecord]) -> list[JobRecord
             job, other = other, job
         if job.gpus is None and other is not None and other.gpus is not None:
             job = msgspec.structs.replace(job, gpus=other.gpus)
+        if not job.runs and other is not None and other.runs:  # only sacct knows a requeued job's earlier runs
+            job = msgspec.structs.replace(job, runs=other.runs, submit_time=min(job.submit_time, other.submit_time))
         jobs[(job.cluster, job.job_id)] = job
     return list(jobs.values())
 
@@ -172,7 +204,7 @@ def jobs_read(job_ids: list[str], *, cluster: str | None = None) -> list[JobReco
         return []
     ids = ",".join(sorted(job_ids))
     queued = parse(run_json(["squeue", "--json", f"--jobs={ids}"]), cluster=cluster)
-    accounted = parse(run_json(["sacct", "--json", f"--jobs={ids}"]), cluster=cluster)
+    accounted = parse(run_json(["sacct", "--json", "--duplicates", f"--jobs={ids}"]), cluster=cluster)
     # squeue --json of Slurm 22.05 ignores --jobs (it prints every job of the cluster), and an array's first id
     # names all its tasks: only the jobs asked for are reported.
     asked = set(job_ids)

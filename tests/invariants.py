@@ -205,6 +205,16 @@ def _whole(hour: datetime, row: dict, closed: set) -> Decimal:
     return max(Decimal((end - hour).total_seconds()) / 3600, Decimal(0))
 
 
+def _held(row: dict, runs: list) -> list[tuple[datetime, datetime]]:
+    """The stretches of the row's period its job held its GPUs: all of it, or where the job ran more than once (a
+    requeued job) only its runs, never the waits between them."""
+    lo, hi = row["period_start"], row["period_end"]
+    if not runs:
+        return [(lo, hi)]
+    stretches = [(max(lo, datetime.fromisoformat(a)), min(hi, datetime.fromisoformat(b) if b else hi)) for a, b in runs]
+    return [(a, b) for a, b in stretches if b > a]
+
+
 def _row_hours(row: dict, kept: dict, seen: dict, jobs: dict, closed: set) -> list[tuple[datetime, Decimal]]:
     """The hours of one usage row: what allocation kept for it, else the job's own claim over the row's period (its
     declared count, else the GPUs its samples show), which must add up to the row."""
@@ -212,9 +222,9 @@ def _row_hours(row: dict, kept: dict, seen: dict, jobs: dict, closed: set) -> li
     if key in kept:
         spread = kept[key]
     else:
-        gpus, start = jobs[row["job_id"]]
+        gpus, start, runs = jobs[row["job_id"]]
         share = mig_share(row["gpu_model"], row["mig_profile"])
-        span = _hours(row["period_start"], row["period_end"])
+        span = [hour for lo, hi in _held(row, runs) for hour in _hours(lo, hi)]
         if gpus and start is not None:
             spread = [(hour, part * gpus * share) for hour, part in span]
         else:  # each GPU seen in the hour, or the job's part of one it shared (priced up to now, in an open month)
@@ -252,8 +262,8 @@ def assert_billed_within_capacity() -> None:
         "job_id", "hour", "gpu__model", "gpu__mig_profile", "samples", "allocated"
     ):
         seen[(job, hour.date(), model, profile)][hour].append(seen_weight(samples, allocated))
-    jobs = {pk: (gpus, start) for pk, gpus, start in Job.objects.filter(pk__in=ids).values_list(
-        "pk", "gpus", "start_time")}  # fmt: skip
+    jobs = {pk: (gpus, start, runs) for pk, gpus, start, runs in Job.objects.filter(pk__in=ids).values_list(
+        "pk", "gpus", "start_time", "runs")}  # fmt: skip
     closed = set(MonthClose.objects.values_list("month", flat=True))
     billed: dict[tuple[str, str, datetime], Decimal] = defaultdict(Decimal)
     count: dict[tuple[str, str, datetime], int] = defaultdict(int)

@@ -28,6 +28,7 @@ from typing import cast
 from collectors.mig import UnknownMigProfile
 from governance.costs.pricing import mig_fraction, mig_share
 from governance.costs.terms import Terms
+from governance.lib.run_spans import Span, held_within
 
 ZERO = Decimal(0)
 ONE = Decimal(1)
@@ -145,6 +146,7 @@ class Holder:
     profile: str
     start: datetime | None
     end: datetime | None
+    runs: tuple[Span, ...] | None = None  # when it held them where it ran more than once (a requeued job)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,14 @@ class Seen:
 def window(h: Holder, hour: datetime, first: datetime, last: datetime) -> tuple[datetime, datetime] | None:
     """The part of `hour` within the day (first..last) the job held its GPUs; a job of unknown times, the hour."""
     lo, hi = max(hour, h.start or hour, first), min(hour + HOUR, h.end or last, last)
+    if h.runs is not None:
+        # Between two runs it held nothing: the hour's held time is priced as one stretch from its first moment held
+        # (the rate in force in that hour).
+        stretches = held_within(h.runs, lo, hi)
+        if not stretches:
+            return None
+        lo = stretches[0][0]
+        hi = lo + sum((b - a for a, b in stretches), timedelta())
     return (lo, hi) if hi > lo else None
 
 

@@ -27,7 +27,8 @@ def contended_rows(
     held = {}
     for (cid, day), inputs in sorted(contended.items()):
         mine = [j for pk, j in jobs.items() if j.cluster_id == cid and day in job_days.get(pk, ())]
-        holders = [Holder(j.pk, j.gpus if j.declared else None, j.model, j.profile, j.start, j.end) for j in mine]
+        holders = [Holder(j.pk, j.gpus if j.declared else None, j.model, j.profile, j.start, j.end,
+                          None if j.runs is None else tuple(j.runs)) for j in mine]  # fmt: skip
         try:
             held[(cid, day)] = day_allocation(inputs.first, inputs.last, holders, day_seen(cid, inputs),
                                               inputs.capacity, inputs.free, inputs.blind)  # fmt: skip

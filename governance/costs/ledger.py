@@ -21,6 +21,7 @@ from governance.costs.allocation import GpuSeen, Held, capacity_intervals, hours
 from governance.costs.pricing import gpu_hours, mig_fraction, price_interval, scale
 from governance.costs.terms import SHARE, Terms
 from governance.lib.months import Month
+from governance.lib.run_spans import Span, held_within
 
 UNATTRIBUTED = "(unattributed)"
 UNALLOCATED = "(unallocated)"
@@ -76,6 +77,7 @@ class JobFacts:
     profile: str = ""  # the MIG profile its GPUs are (empty: whole GPUs)
     token_id: int | None = None  # the ingest token whose batch wrote its record
     token: str = ""
+    runs: list[Span] | None = None  # when it held its GPUs where it ran more than once (None: start to end)
 
     @property
     def declared(self) -> bool:
@@ -184,29 +186,34 @@ def job_day_rows(job: JobFacts, day: date, until: datetime, hours: list[HourUse]
     currency = terms.currency
     if (held := job.held()) is not None:
         start, gpus = held
-        lo, hi = max(start, first), min(job.end or until, last)
-        if hi <= lo:
+        stretches = held_within(job.runs, max(start, first), min(job.end or until, last))
+        if not stretches:
             return []
         use = Use()
         for h in hours:
             use.add(h)
         fraction = mig_fraction(job.model, job.profile)
-        priced = price_interval(lo, hi, gpus, terms.book.pricing(job.cluster, job.model).rates)
-        return [_row(job, day, lo, hi, job.model, job.profile, scale(priced.gpu_hours, fraction),
-                     scale(priced.cost, fraction), use, terms, currency)]  # fmt: skip
+        rates = terms.book.pricing(job.cluster, job.model).rates
+        runs = [price_interval(lo, hi, gpus, rates) for lo, hi in stretches]
+        gpu_hours_, cost = sum((p.gpu_hours for p in runs), ZERO), sum((p.cost for p in runs), ZERO)
+        return [_row(job, day, stretches[0][0], stretches[-1][1], job.model, job.profile, scale(gpu_hours_, fraction),
+                     scale(cost, fraction), use, terms, currency)]  # fmt: skip
     # No source knows the count: the GPUs the samples show, hour by hour, on the models they ran on.
     by_sku: dict[tuple[str, str], list] = {}
     for h in hours:
         lo, hi = max(h.hour, job.start or h.hour, first), min(h.hour + HOUR, job.end or until, last)
-        if hi <= lo:
+        stretches = held_within(job.runs, lo, hi)
+        if not stretches:
             continue
         model = h.model or job.model
         fraction = mig_fraction(model, h.profile)
-        priced = price_interval(lo, hi, h.gpus_held(lo, hi, first, last), terms.book.pricing(job.cluster, model).rates)
-        entry = by_sku.setdefault((model, h.profile), [lo, hi, ZERO, ZERO, Use()])
-        entry[0], entry[1] = min(entry[0], lo), max(entry[1], hi)
-        entry[2] += scale(priced.gpu_hours, fraction)
-        entry[3] += scale(priced.cost, fraction)
+        rates = terms.book.pricing(job.cluster, model).rates
+        entry = by_sku.setdefault((model, h.profile), [stretches[0][0], stretches[-1][1], ZERO, ZERO, Use()])
+        entry[0], entry[1] = min(entry[0], stretches[0][0]), max(entry[1], stretches[-1][1])
+        for lo, hi in stretches:
+            priced = price_interval(lo, hi, h.gpus_held(lo, hi, first, last), rates)
+            entry[2] += scale(priced.gpu_hours, fraction)
+            entry[3] += scale(priced.cost, fraction)
         entry[4].add(h)
     return [
         _row(job, day, lo, hi, model, profile, hours_, cost, use, terms, currency)

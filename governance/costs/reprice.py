@@ -46,6 +46,7 @@ from governance.costs.summaries import ledger_days_refresh
 from governance.costs.terms import SHARE, TermsByMonth
 from governance.fleet.models import Cluster
 from governance.lib.enqueue import enqueue_on_commit
+from governance.lib.run_spans import runs_of
 from governance.usage.models import Job, JobGpuHour, PricingMark
 from governance.usage.utilisation import cluster_hours_refresh
 
@@ -230,11 +231,12 @@ def _jobs(ids: Iterable[int]) -> dict[int, JobFacts]:
     rows = Job.objects.filter(pk__in=ids).values_list(
         "pk", "external_id", "cluster_id", "cluster__name", "user_name", "gpus", "gpu_model", "start_time",
         "end_time", "project_id", "project__name", "project__team_id", "project__team__name", "source_token_id",
-        "source_token__name",
+        "source_token__name", "runs",
     )  # fmt: skip
-    for pk, ref, cid, cluster, user, gpus, model, start, end, project_id, project, team_id, team, tid, tname in rows:
-        out[pk] = JobFacts(pk, ref, cid, cluster, user, gpus, model, start, end, project_id, project or "", team_id,
-                           team or "", profiles.get(pk, ""), tid, tname or "")  # fmt: skip
+    for pk, ref, cid, cluster, user, gpus, model, start, end, pid, project, team_id, team, tid, tname, ran in rows:
+        out[pk] = JobFacts(pk, ref, cid, cluster, user, gpus, model, start, end, pid, project or "", team_id,
+                           team or "", profiles.get(pk, ""), tid, tname or "",
+                           runs_of(ran, start, end) if ran else None)  # fmt: skip
     return out
 
 

@@ -39,6 +39,11 @@ class Job(models.Model):
     end_time = models.DateTimeField(null=True, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.RUNNING)
     labels = models.JSONField(default=dict, blank=True)
+    runs = models.JSONField(
+        default=list, blank=True,
+        help_text="The job's runs as [start, end or null] pairs (ISO 8601), where it ran more than once (a requeued"
+        " Slurm job); empty: it ran once, from start_time to end_time. Only the runs are billed.",
+    )  # fmt: skip
     described = models.BooleanField(
         default=False, help_text="False while only samples have named this job (no job record yet)."
     )

@@ -110,3 +110,35 @@ def test_a_job_sacct_has_seen_end_has_ended_though_squeue_still_shows_it_complet
     (job,) = slurm.merge(slurm.parse(json.dumps(accounted)), slurm.parse(json.dumps(queued)))
 
     assert (job.state, job.end_time, job.gpus) == ("timeout", datetime.fromtimestamp(1762789185, UTC), 8)
+
+
+def _run(state: str, submitted: int, started: int, ended: int) -> dict:
+    """One sacct record of job 4746 (its time fields as `sacct --json --duplicates` prints them per run)."""
+    job = json.loads(read(SACCT))["jobs"][0]
+    job["state"] = {"current": [state], "reason": "None"}
+    job["time"].update(submission=submitted, start=started, end=ended, elapsed=max(ended - started, 0))
+    return job
+
+
+def test_sacct_duplicates_of_a_requeued_job_give_one_record_with_each_run():
+    # As Slurm 22.05 printed it: the first run REQUEUED (3 s), then the job submitted anew and running again
+    text = json.dumps({"jobs": [_run("REQUEUED", 1796432443, 1796432445, 1796432448),
+                                _run("RUNNING", 1796432451, 1796432451, 0)]})  # fmt: skip
+
+    (job,) = slurm.parse(text)
+
+    at = lambda s: datetime.fromtimestamp(s, UTC)  # noqa: E731
+    assert (job.state, job.start_time, job.end_time) == ("running", at(1796432451), None)
+    assert [(r.start, r.end) for r in job.runs] == [(at(1796432445), at(1796432448)), (at(1796432451), None)]
+    assert job.submit_time == at(1796432443)  # the first run started before the submit time Slurm prints now
+
+
+def test_a_requeued_job_squeue_shows_waiting_keeps_the_runs_sacct_accounted():
+    accounted = slurm.parse(json.dumps({"jobs": [_run("REQUEUED", 100, 110, 170), _run("PENDING", 175, 0, 0)]}))
+    queued = json.loads(read(SQUEUE))
+    queued["jobs"][0]["job_state"] = ["PENDING"]
+
+    (job,) = slurm.merge(accounted, slurm.parse(json.dumps(queued)))
+
+    assert (job.state, job.start_time) == ("pending", None)
+    assert [(r.start.timestamp(), r.end.timestamp()) for r in job.runs] == [(110, 170)]

@@ -160,6 +160,54 @@ def test_a_requeued_job_goes_back_to_pending_without_an_end(slurm_plain, monkeyp
     assert (record.state, record.end_time) == ("pending", None)
 
 
+def runs_accounted(cluster: SlurmCluster, job: str, count: int) -> list[dict] | None:
+    """sacct's records of each run of a requeued job (--duplicates) once `count` runs have ended there, else None."""
+    runs = json.loads(cluster.cli(["sacct", "--json", "--duplicates", f"--jobs={job}"]).stdout)["jobs"]
+    ended = [r for r in runs if r["time"]["end"] and r["state"]["current"] != "RUNNING"]
+    return runs if len(ended) >= count else None
+
+
+def read_when(cluster: SlurmCluster, job: str, ready) -> JobRecord:
+    return wait_for("the agent's record", lambda: next(iter(
+        [r for r in slurm.jobs_read([job], cluster=cluster.name) if ready(r)]), None), timeout=30)  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_a_requeued_job_is_billed_for_its_runs_as_sacct_accounts_them_not_while_it_waits(slurm_gres, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", str(slurm_gres.conf))
+    priced_setup(slurm_gres.name)
+    job = slurm_gres.submit("sleep 300", gpus=2, name="requeued-billed", extra=["--requeue"])
+    try:
+        slurm_gres.wait_state(job, "RUNNING")
+        ingest(as_ingested(slurm.jobs_read([job], cluster=slurm_gres.name)))
+        time.sleep(2)
+        slurm_gres.cli(["scontrol", "requeue", job])
+        waiting = read_when(slurm_gres, job, lambda r: r.state == "pending" and r.runs and r.runs[0].end)
+        ingest(as_ingested([waiting]))
+        (first,) = [r for r in wait_for("the first run in sacct", lambda: runs_accounted(slurm_gres, job, 1))
+                    if r["state"]["current"] == "REQUEUED"]  # fmt: skip
+        billed_waiting = billed(slurm_gres.name)[job]
+        # Slurm holds a requeued job ~120 s (BeginTime) before it may run again: it may start now
+        slurm_gres.cli(["scontrol", "update", f"JobId={job}", "StartTime=now"])
+        slurm_gres.wait_state(job, "RUNNING")
+        ingest(as_ingested([read_when(slurm_gres, job, lambda r: r.state == "running")]))
+        time.sleep(2)
+    finally:
+        slurm_gres.cli(["scancel", job], check=False)
+    runs = wait_for("both runs to end in sacct", lambda: runs_accounted(slurm_gres, job, 2), timeout=60)
+    ended = read_when(slurm_gres, job, lambda r: r.end_time is not None)
+    ingest(as_ingested([ended]))
+
+    assert billed_waiting == pytest.approx(sacct_gpu_hours(first), abs=Decimal("0.00001"))
+    assert [r["state"]["current"] for r in runs] == ["REQUEUED", "CANCELLED"]
+    assert len(ended.runs) == 2
+    expected = sum(sacct_gpu_hours(r) for r in runs)  # sacct's elapsed x GPUs, summed over the runs
+    assert billed(slurm_gres.name)[job] == pytest.approx(expected, abs=Decimal("0.00001"))
+    span = Decimal(runs[-1]["time"]["end"] - runs[0]["time"]["start"]) * 2 / HOUR
+    assert expected < span  # the wait between the runs is not on the bill
+    assert_billing_invariants()
+
+
 @pytest.mark.django_db
 def test_each_job_is_billed_the_gpu_hours_sacct_reports_elapsed_times_gpus(slurm_gres, gres_jobs, monkeypatch):
     monkeypatch.setenv("SLURM_CONF", str(slurm_gres.conf))

@@ -10,6 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from collectors.records import TERMINAL_STATES, JobRecord
+from governance.lib.run_spans import runs_merge, runs_of, runs_stored
 from governance.org.services import project_ids_resolver
 from governance.usage.history import JobVersion, job_changes_record
 from governance.usage.marks import job_days_mark
@@ -53,12 +54,19 @@ def _merge_job(job: Job, rec: JobRecord, project_id: int | None) -> None:
     job.submit_time = rec.submit_time
     # The earliest start known wins: an agent restarted mid-pod sees the pod "first" again later, and moving the
     # start forward would drop the hours before it from the bill.
+    known = runs_of(job.runs, job.start_time, job.end_time)
     job.start_time = min((t for t in (rec.start_time, job.start_time) if t is not None), default=None)
     # A replayed older record never reopens a job that has ended.
     if job.end_time is None or rec.end_time is not None:
         job.end_time = rec.end_time or job.end_time
         if job.state not in TERMINAL_STATES or rec.state in TERMINAL_STATES:
             job.state = rec.state
+    # What is billed is its runs: a requeued job that waits to run again holds nothing meanwhile.
+    reported = [(r.start, r.end) for r in rec.runs] or ([(rec.start_time, rec.end_time)] if rec.start_time else [])
+    runs = runs_merge(known, reported, end=job.end_time)
+    if runs:
+        job.start_time = min(job.start_time or runs[0][0], runs[0][0])
+    job.runs = runs_stored(runs, job.start_time, job.end_time)
     job.labels = {**job.labels, **rec.labels}
     job.described = True
 
@@ -67,7 +75,7 @@ def _merge_job(job: Job, rec: JobRecord, project_id: int | None) -> None:
 JOB_COLUMNS = (
     ("user_name", "text"), ("account", "text"), ("team_name", "text"), ("project_id", "int8"), ("gpus", "numeric"),
     ("gpu_model", "text"), ("submit_time", "timestamptz"), ("start_time", "timestamptz"),
-    ("end_time", "timestamptz"), ("state", "text"), ("labels", "jsonb"), ("described", "bool"),
+    ("end_time", "timestamptz"), ("state", "text"), ("labels", "jsonb"), ("described", "bool"), ("runs", "jsonb"),
 )  # fmt: skip
 JOB_FIELDS = [name for name, _ in JOB_COLUMNS]
 
@@ -95,7 +103,7 @@ def _jobs_update(jobs: list[Job]) -> None:
     columns: list[list[Any]] = [[job.pk for job in jobs]]
     for field in JOB_FIELDS:
         values = [getattr(job, field) for job in jobs]
-        columns.append([json.dumps(v) for v in values] if field == "labels" else values)
+        columns.append([json.dumps(v) for v in values] if field in ("labels", "runs") else values)
     with connection.cursor() as cursor:
         cursor.execute(sql, [timezone.now(), *columns])
 
@@ -180,7 +188,9 @@ def _end_marked(end, was):
 
 
 # What the ledger prices from a job's record: a change of anything else (state, labels) re-prices nothing.
-PRICED_FIELDS = ("user_name", "account", "team_name", "project_id", "gpus", "gpu_model", "start_time", "end_time")
+PRICED_FIELDS = (
+    "user_name", "account", "team_name", "project_id", "gpus", "gpu_model", "start_time", "end_time", "runs",
+)  # fmt: skip
 PRICED_AT = tuple(JOB_FIELDS.index(name) for name in PRICED_FIELDS)
 
 
