@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('usage', '0017_job_gpus_share'),
+        ('usage', '0018_job_runs'),
     ]
 
     operations = [
