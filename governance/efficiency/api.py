@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
-from django.urls import path, re_path
+from django.urls import re_path
 from django.utils import timezone
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
@@ -336,6 +336,7 @@ class ProjectMigrationView(generics.GenericAPIView):
 
 URLS = [
     re_path(r"^findings/(?P<pk>-?\d+)/workload/$", FindingWorkloadView.as_view(), name="finding-workload"),
-    path("teams/<slug:slug>/advice-taken/", TeamAdviceTakenView.as_view(), name="team-advice-taken"),
-    path("projects/<slug:slug>/migration/", ProjectMigrationView.as_view(), name="project-migration"),
+    # Any slug reaches the view, so an unknown one is a 404 in the API's error shape, not Django's HTML page.
+    re_path(r"^teams/(?P<slug>[^/]+)/advice-taken/$", TeamAdviceTakenView.as_view(), name="team-advice-taken"),
+    re_path(r"^projects/(?P<slug>[^/]+)/migration/$", ProjectMigrationView.as_view(), name="project-migration"),
 ]

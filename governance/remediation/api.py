@@ -8,11 +8,12 @@ from typing import Any
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
+from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from governance.api.filters import KnownQueryParameters
 from governance.api.permissions import AdminOnly, AdminWrites, HasReadScope
 from governance.api.viewsets import ApiModelViewSet, ApiReadOnlyViewSet
 from governance.fleet.models import Cluster
@@ -123,15 +124,16 @@ class RemediationDryRunLineSerializer(serializers.Serializer):
     currency = serializers.CharField()
 
 
-class DryRunReportView(APIView):
+class DryRunReportView(generics.ListAPIView):
     """Per policy, what its dry runs would have done over the last 30 days on the jobs you may see: warnings,
-    actions, and the GPU-hours and money the actions would have reclaimed."""
+    actions, and the GPU-hours and money the actions would have reclaimed. Paged like every list."""
 
     permission_classes = [HasReadScope]
+    serializer_class = RemediationDryRunLineSerializer
+    filter_backends = [KnownQueryParameters]  # refuses unknown query parameters; filters none
 
-    @extend_schema(responses=RemediationDryRunLineSerializer(many=True))
-    def get(self, request: Request, format: str | None = None) -> Response:
-        return Response(RemediationDryRunLineSerializer(dry_run_report(user=signed_in_user(request)), many=True).data)
+    def get_queryset(self) -> Any:  # a list: DRF pages lists as it pages querysets
+        return dry_run_report(user=signed_in_user(self.request))
 
 
 class RemediationCheckResultSerializer(serializers.Serializer):

@@ -95,7 +95,7 @@ def test_pages_and_api_show_the_action_the_reclaimed_figure_and_the_dry_run(clie
         cluster = client.get("/clusters/c1/").content.decode()
         page = client.get("/remediation/").content.decode()
         cases = client.get("/api/v1/remediations/?policy=idle-c1&pending=false").json()["results"]
-        [dry] = client.get("/api/v1/remediation/dry-run/").json()
+        [dry] = client.get("/api/v1/remediation/dry-run/").json()["results"]
 
     # two jobs of 1 GPU each, 10 h each to their time limit, at 2.00 USD per GPU-hour
     assert "reclaimed 20.0 GPU-hours, 40.00 USD this month" in team

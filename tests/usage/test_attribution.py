@@ -175,7 +175,9 @@ def test_a_slurm_job_whose_last_record_does_not_know_its_gpus_still_bills_its_ei
         slurm = SlurmJobs(cluster="hpc", read=rest.jobs_read, clock=lambda: clock.at.timestamp())
         agent, out = dcgm_agent(url, clock, slurm.describe, cluster="hpc")
         run_rounds(agent, clock, start=started, rounds=12, every=timedelta(minutes=10))
-        del pages["/slurm/v0.0.43/job/4746"]  # gone from slurmctld; slurmdbd has its end
+        # Gone from slurmctld (which says so, as the real slurmrestd does: error 2017); slurmdbd has its end.
+        unknown = {"jobs": [], "errors": [{"error_number": 2017, "description": "Invalid job id specified"}]}
+        pages["/slurm/v0.0.43/job/4746"] = json.dumps(unknown)
         pages["/slurmdb/v0.0.43/job/4746"] = json.dumps(finished)
         pages["/metrics"] = page(EKS)
         # The last scrape, in the hour after the job's (its GPUs then show other pods: in the job's own last hour
