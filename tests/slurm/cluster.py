@@ -408,4 +408,11 @@ PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         )
 
     def stop(self) -> None:
+        """Cancel what still runs first: a job step (slurmstepd) outlives a slurmd killed under it."""
+        try:
+            self.cli(["scancel", "--full", "--user=root"], check=False, timeout=10)
+            wait_for("no job left running", lambda: not self.cli(["squeue", "--noheader"], check=False).stdout.strip(),
+                     timeout=15)  # fmt: skip
+        except (SlurmTimeout, subprocess.TimeoutExpired, OSError):
+            pass  # the daemons are stopped regardless
         self.daemons.stop()
