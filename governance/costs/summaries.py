@@ -4,7 +4,6 @@ the rows it sums. A cluster-day is summed whole: whichever writer touched it, th
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from datetime import date
 
@@ -14,6 +13,7 @@ from django.db.models.functions import Coalesce
 
 from governance.costs.ledger import AMOUNTS, ZERO
 from governance.costs.models import Charge, LedgerDay
+from governance.lib.cluster_days import CLUSTER_DAYS, cluster_days_run, days_by_cluster
 
 KEY = ("month", "day", "cluster_id", "cluster_name", "team_id", "team_name", "gpu_model", "kind", "billed", "currency")
 # Of the rows on a share of one GPU: how much of a team's month was spent on shared GPUs.
@@ -24,7 +24,7 @@ SUMS = ", ".join(
     + [f"coalesce(sum(c.{a}) FILTER (WHERE c.gpu_share IS NOT NULL), 0)" for a in SHARED.values()]
 )
 GROUP = ", ".join(f"c.{k}" for k in KEY)
-KEYS = "unnest(%s::int8[], %s::date[]) AS k(cluster_id, day)"
+KEYS = CLUSTER_DAYS
 DELETE = f"DELETE FROM costs_ledgerday s USING {KEYS} WHERE s.cluster_id = k.cluster_id AND s.day = k.day"  # noqa: S608
 INSERT = f"""
 INSERT INTO costs_ledgerday ({COLUMNS})
@@ -44,16 +44,10 @@ def ledger_days_refresh(keys: Iterable[tuple[int, date]]) -> None:
     if not keys:
         return
     if connection.vendor == "postgresql":
-        params: list = [[c for c, _ in keys], [d for _, d in keys]]
-        with connection.cursor() as cursor:
-            cursor.execute(DELETE, params)
-            cursor.execute(INSERT, params)
+        cluster_days_run([DELETE, INSERT], keys)
         return
-    by_cluster: dict[int, set[date]] = defaultdict(set)
-    for cid, day in keys:
-        by_cluster[cid].add(day)
     where = Q()
-    for cid, days in by_cluster.items():
+    for cid, days in days_by_cluster(keys).items():
         where |= Q(cluster_id=cid, day__in=days)
     LedgerDay.objects.filter(where).delete()
     _insert(Charge.objects.filter(where))

@@ -3,7 +3,6 @@ re-sums the cluster-days ingest marked, whole, in its own transaction."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 
@@ -11,9 +10,10 @@ from django.db import connection
 from django.db.models import Count, F, FloatField, Q, Sum
 from django.db.models.functions import Cast, NullIf
 
+from governance.lib.cluster_days import CLUSTER_DAYS, cluster_days_run, days_by_cluster
 from governance.usage.models import ClusterHour, GpuHour
 
-KEYS = "unnest(%s::int8[], %s::date[]) AS k(cluster_id, day)"
+KEYS = CLUSTER_DAYS
 DELETE = f"""
 DELETE FROM usage_clusterhour c USING {KEYS}
 WHERE c.cluster_id = k.cluster_id AND c.hour >= k.day::timestamp AT TIME ZONE 'UTC'
@@ -36,16 +36,10 @@ def cluster_hours_refresh(keys: Iterable[tuple[int, date]]) -> None:
     if not keys:
         return
     if connection.vendor == "postgresql":
-        params: list = [[c for c, _ in keys], [d for _, d in keys]]
-        with connection.cursor() as cursor:
-            cursor.execute(DELETE, params)
-            cursor.execute(INSERT, params)
+        cluster_days_run([DELETE, INSERT], keys)
         return
-    by_cluster: dict[int, list[date]] = defaultdict(list)
-    for cid, day in keys:
-        by_cluster[cid].append(day)
-    for cid, days in by_cluster.items():
-        for day in days:
+    for cid, days in days_by_cluster(keys).items():
+        for day in sorted(days):
             start = datetime(day.year, day.month, day.day, tzinfo=UTC)
             span = Q(hour__gte=start, hour__lt=start + timedelta(days=1))
             ClusterHour.objects.filter(span, cluster_id=cid).delete()
