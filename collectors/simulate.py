@@ -207,13 +207,16 @@ class SimulatedCluster:
     def job_records(self, now: datetime) -> list[JobRecord]:
         return [job.record(self.cluster, now) for job in self.jobs if job.submit <= now and job.end > self.start]
 
-    def history(self, interval: timedelta) -> Iterator[Record]:
+    def history(self, interval: timedelta, *, from_first_job: bool = True) -> Iterator[Record]:
         """Job records as known at `end`, then every GPU's sample every `interval` up to `end`, from `start` or, where
         a job it reports began before `start`, from that job's start (on the same grid): the collectors ran while
-        the jobs they report held their GPUs, so no record names GPUs the fleet has not seen."""
+        the jobs they report held their GPUs, so no record names GPUs the fleet has not seen. `from_first_job=False`:
+        from `start` only, for a window whose earlier samples another window sent (the ingest bench's)."""
         records = self.job_records(self.end)
         yield from records
-        began = min((r.start_time for r in records if r.start_time is not None), default=self.start)
+        began = self.start
+        if from_first_job:
+            began = min((r.start_time for r in records if r.start_time is not None), default=self.start)
         now = self.start - interval * max(0, math.ceil((self.start - began) / interval))
         while now < self.end:
             yield from self.samples_at(now)
