@@ -40,7 +40,7 @@ class Job(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.RUNNING)
     labels = models.JSONField(default=dict, blank=True)
     runs = models.JSONField(
-        default=list, blank=True,
+        default=list, blank=True, db_default=models.Value([], output_field=models.JSONField()),
         help_text="The job's runs as [start, end or null] pairs (ISO 8601), where it ran more than once (a requeued"
         " Slurm job); empty: it ran once, from start_time to end_time. Only the runs are billed.",
     )  # fmt: skip
