@@ -62,6 +62,10 @@ class HourStat:
     nvlink_samples: int = 0
     pcie_sum: float = 0.0  # MiB/s, rx + tx
     pcie_samples: int = 0
+    # Set for a job on a share of one GPU (efficiency.sharing): the other jobs seen on the GPU this hour, and the
+    # GPU's own mean SM over all its samples of the hour (every tenant's).
+    co_tenants: int = 0
+    gpu_sm_mean: float | None = None
 
     @property
     def sm_known(self) -> int:

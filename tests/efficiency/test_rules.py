@@ -28,10 +28,11 @@ def rules(summary: JobSummary, **thresholds) -> dict:
     return {d.rule: d for d in rules_evaluate(summary, Thresholds(**thresholds))}
 
 
-def test_the_registry_holds_the_ten_rules_of_the_design_comm_bound_and_the_shared_gpus_one():
+def test_the_registry_holds_the_ten_rules_of_the_design_comm_bound_and_the_shared_gpus_three():
     assert sorted(RULES) == sorted([
         "idle_gpu", "overallocated", "low_utilization", "mig_fit", "batch_headroom", "memory_bound", "data_starved",
         "numa_misaligned", "topology_split", "inference_oversized", "comm_bound", "share_oversized",
+        "time_slice_contention", "whole_gpu_share_fit",
     ])  # fmt: skip
 
 
