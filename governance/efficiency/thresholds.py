@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import Field, dataclass, fields
+from typing import Any
 
 from django.conf import settings
 
@@ -59,14 +60,15 @@ def _default(f: Field) -> float | tuple[str, ...]:
     return f.default if isinstance(f.default, tuple) else float(f.default)
 
 
-def _value(f: Field) -> float | tuple[str, ...]:
+def _value(f: Field) -> Any:
     default = _default(f)
-    value = getattr(settings, setting_name(f.name), default)
+    value: Any = getattr(settings, setting_name(f.name), default)
     return tuple(str(v) for v in value) if isinstance(default, tuple) else float(value)
 
 
 def thresholds_from_settings() -> Thresholds:
-    return Thresholds(**{f.name: _value(f) for f in fields(Thresholds)})
+    values: dict[str, Any] = {f.name: _value(f) for f in fields(Thresholds)}
+    return Thresholds(**values)
 
 
 def _shown(value: float | tuple[str, ...]) -> float | str:

@@ -2,7 +2,6 @@
 time-sliced on a saturated GPU is told to take a MIG slice or a GPU of its own (no saving claimed); a whole-GPU job
 whose peaks stay under a share is told the share and what it would save, never more than its bill."""
 
-from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest

@@ -20,7 +20,8 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     share = job.gpus_requested
     if label is None or share is None or not 0 < share < 1:
         return []
-    contended = [h for g in job.gpus if not g.mig_profile for h in g.hours if h.co_tenants and h.gpu_sm_mean is not None]
+    hours_on_gpus = (h for g in job.gpus if not g.mig_profile for h in g.hours)
+    contended = [h for h in hours_on_gpus if h.co_tenants and h.gpu_sm_mean is not None]
     samples = sum(h.samples for h in contended)
     hours = samples * job.hours_per_sample
     if not contended or hours < t.contention_min_hours:
