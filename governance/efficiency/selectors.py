@@ -217,7 +217,8 @@ def job_visible(*, user: User, pk: int) -> Job | None:
 
 
 def job_gpu_timeline(*, job: Job) -> list[Mapping[str, Any]]:
-    """Per GPU and hour: mean SM, peak memory (MiB) and mean power, from the job's rollups."""
+    """Per GPU and hour: mean SM, peak memory (MiB) and mean power, from the job's rollups; on a shared GPU split by
+    process, the job's own SM too (job_sm_sum over job_sm_samples)."""
     return list(
         JobGpuHour.objects.filter(job=job)
         .order_by("gpu__node__name", "gpu__index", "hour")
@@ -231,6 +232,8 @@ def job_gpu_timeline(*, job: Job) -> list[Mapping[str, Any]]:
             "power_samples",
             "gpu__node__name",
             "gpu__index",
+            "job_sm_sum",
+            "job_sm_samples",
         )
     )
 

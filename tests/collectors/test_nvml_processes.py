@@ -1,15 +1,23 @@
 """A GPU several jobs share, split by process where NVML can (per-process utilisation): its samples name the jobs
 in turn, each with its own processes' SM beside the GPU's. Faked at the pynvml boundary (collectors.testing)."""
 
-from datetime import UTC, datetime
+import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 
+from collectors.records import encode
 from collectors.sources import SourceConfig
 from collectors.sources.nvml import NvmlSource
 from collectors.testing import FakeNvml, FakeProcess, h200
+from governance.usage.models import Job, JobGpuHour
+from tests.costs.conftest import declare, set_rate
+from tests.factories import ingest, job_record
+from tests.invariants import assert_billing_invariants
 
 NOW = datetime(2026, 11, 3, 9, 15, tzinfo=UTC)
+NINE = datetime(2026, 11, 3, 9, tzinfo=UTC)
 
 
 def shared_h200(fake_host, **nvml) -> tuple[NvmlSource, FakeNvml]:
@@ -60,3 +68,32 @@ def test_a_gpu_one_job_holds_carries_no_job_sm(fake_host):
     (sample,) = NvmlSource.open(config, nvml=FakeNvml([gpu])).read(NOW)
 
     assert (sample.job_id, sample.job_sm_util) == ("4746", None)
+
+
+@pytest.mark.django_db
+def test_each_jobs_own_sm_reaches_its_rollup_and_its_page_no_longer_says_the_gpus_sm(fake_host, client, cast):
+    source, fake = shared_h200(fake_host)
+    records: list[dict] = [
+        job_record(job_id=j, gpus=0.5, gpu_model="NVIDIA H200", submit_time="2026-11-03T09:00:00Z",
+                   start_time="2026-11-03T09:00:00Z", end_time="2026-11-03T10:00:00Z", state="completed")
+        for j in ("4746", "4747")
+    ]  # fmt: skip
+    for minute in range(60):  # an hour of rounds, a minute apart
+        fake.process_clock_us += 10
+        records += [json.loads(encode(s)) for s in source.read(NINE + timedelta(minutes=minute))]
+    set_rate("NVIDIA H200", "3.00")
+    declare(1, model="NVIDIA H200")
+
+    with time_machine.travel(NINE + timedelta(hours=2), tick=False):
+        ingest(records)
+        own = {h.job.external_id: (h.samples, h.job_sm_samples, h.job_sm_sum / h.job_sm_samples, h.sm_sum / h.samples)
+               for h in JobGpuHour.objects.select_related("job")}  # fmt: skip
+        # Each job named in turn, 30 samples each: its own SM (70, 20) beside the GPU's (100).
+        assert own == {"4746": (30, 30, 70.0, 100.0), "4747": (30, 30, 20.0, 100.0)}
+        client.force_login(cast.admin)
+        page = client.get(f"/jobs/{Job.objects.get(external_id='4747').pk}/").content.decode()
+
+    assert 'id="job-shared-gpu">This job holds a share of one GPU (0.5 of it)' in page
+    assert "its SM is its own processes'" in page and '<span id="job-own-sm">20.0%</span>' in page
+    assert "is the GPU's SM while it held its share" not in page
+    assert_billing_invariants()
