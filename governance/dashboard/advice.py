@@ -81,6 +81,7 @@ EVIDENCE = {
     "co_tenants_max": ("Other jobs on the GPU (most at once in an hour)", ""),
     "gpu_sm_mean_contended": ("The GPU's mean SM while shared", "%"),
     "sm_peak": ("Peak SM", "%"),
+    "own_sm_mean": ("Mean SM of its own processes", "%"),
     "share_needed": ("Share its peaks needed", ""),
     "replicas": ("Time-slicing replicas per GPU", ""),
 }

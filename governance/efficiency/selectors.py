@@ -32,7 +32,7 @@ HOUR_FIELDS = (
     "hour", "samples", "idle_samples", "sm_sum", "sm_max", "sm_sq_sum", "mem_used_max", "mem_total_mib", "power_sum",
     "power_samples", "numa_mismatch_samples", "io_wait_sum", "io_wait_samples", "host_cpu_sum", "host_cpu_samples",
     "sm_samples", "tensor_sum", "tensor_samples", "dram_sum", "dram_samples", "nvlink_sum", "nvlink_samples",
-    "pcie_sum", "pcie_samples",
+    "pcie_sum", "pcie_samples", "job_sm_sum", "job_sm_samples",
 )  # fmt: skip
 GPU_FIELDS = ("gpu_id", "gpu__node__name", "gpu__index", "gpu__model", "gpu__memory_total_mib", "gpu__numa_node",
               "gpu__mig_profile")  # fmt: skip

@@ -1,5 +1,6 @@
 """The rules as pure functions: summaries built by hand, no database."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -84,6 +85,18 @@ def test_a_pod_using_far_less_than_its_share_is_told_the_share_that_would_do_and
     assert "request 0.10 of a GPU, or pack 10 pods per GPU instead of 2" in advice.advice
     assert advice.wasted_hours == {T0.date(): pytest.approx(4 * 0.8)}  # 4 held hours of the share, 4/5 unneeded
     assert "mig_fit" not in drafts, "a share is no whole GPU to slice"
+
+
+def test_a_pod_whose_gpu_was_split_by_process_is_sized_by_its_own_sm_not_the_gpus():
+    # The GPU ran at 60% (its neighbours' work too); the pod's own processes at 5% of it.
+    busy = [replace(hour(i, 60), job_sm_sum=5.0 * 60, job_sm_samples=60) for i in range(4)]
+    drafts = rules(on_share(0.5, *busy))
+
+    advice = drafts["share_oversized"]
+    assert advice.evidence["own_sm_mean"] == 5.0 and advice.evidence["suggested_share"] == 0.1
+    assert "Uses 10% of its 0.5 share of the GPU (its own processes' SM 5.0%)" in advice.advice
+    # Read as the GPU's SM, the same pod uses its whole share: nothing to say.
+    assert "share_oversized" not in rules(on_share(0.5, *(hour(i, 60) for i in range(4))))
 
 
 def test_a_pod_that_uses_its_share_or_holds_whole_gpus_is_not_told_to_shrink_it():
