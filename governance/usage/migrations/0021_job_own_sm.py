@@ -4,25 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('usage', '0020_job_runs_db_default'),
+        ("usage", "0020_job_runs_db_default"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='jobgpuhour',
-            name='job_sm_samples',
+            model_name="jobgpuhour",
+            name="job_sm_samples",
             field=models.PositiveIntegerField(db_default=0, help_text="Samples that knew the job's own SM."),
         ),
         migrations.AddField(
-            model_name='jobgpuhour',
-            name='job_sm_sum',
+            model_name="jobgpuhour",
+            name="job_sm_sum",
             field=models.FloatField(db_default=0.0, help_text="Sum of the job's own SM % on a shared GPU."),
         ),
         migrations.AddField(
-            model_name='sample',
-            name='job_sm_util',
+            model_name="sample",
+            name="job_sm_util",
             field=models.FloatField(null=True),
         ),
     ]
