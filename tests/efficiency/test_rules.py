@@ -103,3 +103,23 @@ def test_a_pod_that_uses_its_share_or_holds_whole_gpus_is_not_told_to_shrink_it(
     assert "share_oversized" not in rules(on_share(0.25, hour(0, 20), hour(1, 20)))  # 80% of its share
     assert "share_oversized" not in rules(job(hour(0, 5), hour(1, 5)))
     assert "share_oversized" not in rules(on_share(0.05, hour(0, 1.5), hour(1, 1.5)))  # nothing smaller to ask
+
+
+def test_a_one_gpu_job_mig_fit_already_advises_is_not_told_a_share_too():
+    # 5% SM and 20 GiB: mig_fit names its slice; whole_gpu_share_fit leaves it to it.
+    drafts = rules(job(*(hour(i, 5) for i in range(3))))
+    assert "mig_fit" in drafts and "whole_gpu_share_fit" not in drafts
+
+
+def test_a_two_gpu_job_whose_peaks_fit_a_slice_is_told_one_per_gpu():
+    gpus = tuple(GpuSummary(i, "gpu-017", i, "NVIDIA H100 80GB HBM3", MIB, 0, "", tuple(hour(h, 30) for h in range(3)))
+                 for i in (1, 2))  # fmt: skip
+    two = JobSummary(1, "4242", "c1", 2, "NVIDIA H100 80GB HBM3", T0, T0 + timedelta(hours=3), False, {}, gpus,
+                     Decimal("2.00"))  # fmt: skip
+
+    fit = rules(two)["whole_gpu_share_fit"]
+
+    # Peak SM 30% and 20 GiB x 1.2 = 24 GiB on each GPU: 3g.40gb (3/7) holds both.
+    assert (fit.evidence["gpus_held"], fit.evidence["profile"]) == (2, "3g.40gb")
+    assert "At its busiest each of its GPUs ran 30% SM" in fit.advice and "40 GiB each" in fit.advice
+    assert fit.wasted_hours == {T0.date(): pytest.approx(6 * 4 / 7)}  # 6 GPU-hours held, 4/7 of each unneeded
