@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -76,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     option("--slurm-rest-version", default="v0.0.43", help="slurmrestd's data_parser version in its paths")
     option("--k8s-jobs", action="store_true", help="send a job record for each pod seen holding GPUs")
     option("--k8s-pod-resources", help="kubelet pod-resources socket, e.g. /var/lib/kubelet/pod-resources/kubelet.sock")
+    option(
+        "--mps-control",
+        help="the MPS control daemon's client (e.g. nvidia-cuda-mps-control): an MPS client pod's share is bounded by "
+        "its default active thread percentage",
+    )
     option("--proc", default="/proc", help="root of /proc (a host mount in a container)")
     option("--sys", default="/sys", help="root of /sys")
     option("--once", action="store_true", help="read once, send, and exit")
@@ -125,12 +131,14 @@ def build_describers(args: argparse.Namespace) -> Callable[[list[Record], dateti
     """The sources of job records, pods first (they give job ids to the samples of GPUs they hold)."""
     describers: list[Callable[[list[Record], datetime], list[JobRecord]]] = []
     if args.k8s_jobs or args.k8s_pod_resources:
+        from collectors.mps import MpsControl
         from collectors.podresources import PodResources
         from collectors.pods import KubernetesPods
 
         lister = PodResources(args.k8s_pod_resources) if args.k8s_pod_resources else None
+        mps = MpsControl(shlex.split(args.mps_control)) if args.mps_control else None
         describers.append(
-            KubernetesPods(cluster=args.cluster, pod_resources=lister, pods_file=args.k8s_pods_file).describe
+            KubernetesPods(cluster=args.cluster, pod_resources=lister, pods_file=args.k8s_pods_file, mps=mps).describe
         )
     if args.slurm_jobs or args.slurm_rest:
         from collectors.slurm import SlurmJobs, SlurmRest, jobs_read

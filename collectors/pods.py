@@ -12,7 +12,9 @@ A pod holding replicas of a time-sliced GPU (the kubelet's `GPU-uuid::n` ids) ho
 of 4 is `"gpus": 0.25`. Where the kubelet does not say how many replicas a GPU has, the pod's share is unknown
 (null). The GPU's samples go to the pods sharing it in turn (one sample names one job), so each is seen on it.
 Where the pods file gives a pod's GPU requests and annotations, a share its spec asks for (HAMi, gpushare, Run:ai:
-collectors/requests.py) is its share on GPUs the kubelet lists whole; replica ids, where there are, say it instead.
+collectors/requests.py), or else the active thread percentage of an MPS client (its env, bounded by the MPS control
+daemon's default: collectors/mps.py), is its share on a GPU the kubelet lists whole; replica ids, where there are,
+say it instead.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from collectors.mps import MpsControl, mps_client, mps_share
 from collectors.podresources import REPLICA, PodResources, PodResourcesUnavailable, replica_gpu
 from collectors.records import GPUS_QUANTUM, JobRecord, Record, SampleRecord, pod_namespace
 from collectors.requests import requested_share
@@ -59,9 +62,9 @@ class KubernetesPods:
 
     def __init__(
         self, *, cluster: str, pod_resources: PodResources | None = None, pods_file: str | None = None,
-        every: float = 300.0,
+        every: float = 300.0, mps: MpsControl | None = None,
     ) -> None:  # fmt: skip
-        self.cluster, self.pod_resources, self.every = cluster, pod_resources, every
+        self.cluster, self.pod_resources, self.every, self.mps = cluster, pod_resources, every, mps
         self.pods_file = Path(pods_file) if pods_file else None
         self.pods: dict[str, PodSeen] = {}
         self.warned = False
@@ -90,14 +93,18 @@ class KubernetesPods:
         return held
 
     def _pod_share(
-        self, job: str, devices: set[str], replicas: dict[str, int] | None, facts: dict, memory: dict[str, float]
-    ) -> Decimal | None:
-        """The replicas' share where the pod holds replicas; else its spec's requested share where that is less
-        than the whole GPUs it is seen on; else those GPUs."""
+        self, job: str, devices: set[str], replicas: dict[str, int] | None, facts: dict, memory: dict[str, float],
+        mps_percent: Decimal | None = None,
+    ) -> Decimal | None:  # fmt: skip
+        """The replicas' share where the pod holds replicas; else its spec's requested share (HAMi, gpushare,
+        Run:ai; else MPS's active thread percentage) where that is less than the whole GPUs it is seen on; else
+        those GPUs."""
         held = self._share(devices, replicas)
         if any(REPLICA in d for d in devices) or job not in facts:
             return held
         asked = requested_share(facts[job], memory.get(job))
+        if asked is None and len(devices) == 1:
+            asked = mps_share(facts[job], mps_percent)
         return asked if asked is not None and (held is None or asked < held) else held
 
     def _held(self) -> dict[str, tuple[str, str]] | None:
@@ -159,11 +166,14 @@ class KubernetesPods:
         gpus = {**from_samples, **from_kubelet}
         facts = self._facts() if gpus else {}
         replicas = self._replicas() if any(REPLICA in d for d in by_device) else {}
+        clients = self.mps is not None and any(mps_client(facts[job]) for job in gpus if job in facts)
+        mps_percent = self.mps.default_percentage() if self.mps is not None and clients else None
         out = [
             r
             for job, devices in sorted(gpus.items())
-            if (r := self._running(job, self._pod_share(job, devices, replicas, facts, memory), models, facts, now))
-        ]
+            if (r := self._running(job, self._pod_share(job, devices, replicas, facts, memory, mps_percent), models,
+                                   facts, now))
+        ]  # fmt: skip
         # A round that read nothing (exporter or kubelet unreachable) says nothing about pods being gone.
         if samples and held is not None:
             for job in sorted(self.pods.keys() - gpus.keys()):

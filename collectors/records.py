@@ -150,6 +150,7 @@ class SampleRecord(
     nvlink_mibps: MiBps | None = None
     host_cpu_util: Percent | None = None
     io_wait: Percent | None = None
+    job_sm_util: Percent | None = None  # on a GPU several jobs share, its job's own processes' SM (sm_util: the GPU's)
 
     def __post_init__(self) -> None:
         if self.mem_used_mib is not None and self.mem_total_mib is not None and self.mem_used_mib > self.mem_total_mib:

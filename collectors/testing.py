@@ -21,6 +21,7 @@ class FakeProcess:
     pid: int
     used_mib: int
     gpu_instance: int = NO_INSTANCE
+    sm_util: tuple[int, ...] = ()  # the per-process utilisation samples NVML holds for it (% SM), oldest first
 
 
 @dataclass
@@ -89,9 +90,13 @@ class FakeNvml:
     """Stands in for the `pynvml` module. Attributes it does not define (errors, constants, structs) are pynvml's."""
 
     def __init__(
-        self, gpus: list[FakeGpu], *, library_found: bool = True, links: dict[tuple[int, int], str] | None = None
-    ) -> None:
+        self, gpus: list[FakeGpu], *, library_found: bool = True, links: dict[tuple[int, int], str] | None = None,
+        processes_utilization_info: bool = True,
+    ) -> None:  # fmt: skip
         self.gpus = gpus
+        # Per-process utilisation: the newer call exists from driver 550 on; the samples' clock (microseconds).
+        self.processes_utilization_info = processes_utilization_info
+        self.process_clock_us = 1_700_000_000_000_000
         self.library_found = library_found
         self.samples: dict[int, Any] = {}
         self.links = links or {}  # (i, j) -> nvidia-smi's link name, as a `topo -m` matrix gives them
@@ -176,6 +181,29 @@ class FakeNvml:
             for p in handle.gpu.processes
             if handle.mig is None or p.gpu_instance == handle.mig.gpu_instance
         ]  # fmt: skip
+
+    def _process_samples(self, handle: Handle, since: int, kind: Any) -> list[Any]:
+        """NVML's per-process utilisation samples newer than `since` (microseconds), one per process and value;
+        NotFound where it holds none (as the driver answers), NotSupported under MIG."""
+        if handle.mig is not None:
+            raise pynvml.NVMLError_NotSupported()
+        out = [
+            kind(pid=p.pid, timeStamp=self.process_clock_us + n, smUtil=sm, memUtil=0, encUtil=0, decUtil=0)
+            for p in handle.gpu.processes
+            for n, sm in enumerate(p.sm_util, start=1)
+            if self.process_clock_us + n > since
+        ]
+        if not out:
+            raise pynvml.NVMLError_NotFound()
+        return out
+
+    def nvmlDeviceGetProcessUtilization(self, handle: Handle, timeStamp: int) -> list[Any]:
+        return self._process_samples(handle, timeStamp, pynvml.c_nvmlProcessUtilizationSample_t)
+
+    def nvmlDeviceGetProcessesUtilizationInfo(self, handle: Handle, timeStamp: int) -> list[Any]:
+        if not self.processes_utilization_info:
+            raise pynvml.NVMLError_FunctionNotFound()  # a driver before 550
+        return self._process_samples(handle, timeStamp, pynvml.c_nvmlProcessUtilizationInfo_v1_t)
 
     def nvmlDeviceGetMigMode(self, handle: Handle) -> list[int]:
         mode = pynvml.NVML_DEVICE_MIG_ENABLE if handle.gpu.mig is not None else pynvml.NVML_DEVICE_MIG_DISABLE

@@ -1,5 +1,10 @@
 """NVML (pynvml): every GPU of the node, each MIG instance as a GPU of its own, processes mapped to jobs.
 
+A GPU whose processes belong to several jobs (time-slicing, MPS) is split by process where NVML can
+(nvmlDeviceGetProcessesUtilizationInfo, or nvmlDeviceGetProcessUtilization on drivers before 550): its samples
+name the jobs in turn, each carrying its own processes' SM in job_sm_util beside the GPU's in sm_util. Where NVML
+cannot, the sample names the job holding most of the GPU's memory, as for a GPU one job holds.
+
 What a GPU does not support (utilisation under MIG, GPM before Hopper, PCIe counters on some boards)
 raises NVMLError_NotSupported; that field is sent as unknown (null), never guessed, and the GPU is still
 sampled. A MIG slot that holds no instance raises NVMLError_NotFound. A process that exits between NVML
@@ -72,6 +77,10 @@ class NvmlSource:
         self.gpm = Gpm(nvml)
         self.facts: dict[int, GpuFacts] = {}
         self.warned: set[str] = set()
+        # Per shared GPU: how many of its samples went out (jobs take turns), the newest per-process sample read.
+        self.turns: dict[str, int] = {}
+        self.process_seen: dict[str, int] = {}
+        self.processes_info = True  # nvmlDeviceGetProcessesUtilizationInfo answers (else the older call)
 
     @classmethod
     def open(cls, config: SourceConfig, nvml: Nvml | None = None) -> NvmlSource:
@@ -130,7 +139,54 @@ class NvmlSource:
         if mode is not None and mode[0] == nvml.NVML_DEVICE_MIG_ENABLE:
             return self._read_mig(index, handle, facts, processes, now)
         reading = self._reading(handle, facts.uuid)
-        return [s for s in [self._sample(index, facts.uuid, facts, None, reading, processes, now)] if s]
+        job_sm = None
+        by_job = self._by_job(processes)
+        if len(by_job) > 1 and (own := self._own_sm(handle, facts.uuid, by_job)) is not None:
+            # A GPU several jobs share: its samples name them in turn, each with its own processes' SM.
+            jobs = sorted(by_job)
+            job = jobs[self.turns.get(facts.uuid, 0) % len(jobs)]
+            self.turns[facts.uuid] = self.turns.get(facts.uuid, 0) + 1
+            processes, job_sm = [p for p in processes if p.pid in by_job[job]], own[job]
+        sample = self._sample(index, facts.uuid, facts, None, reading, processes, now, job_sm)
+        return [sample] if sample else []
+
+    def _by_job(self, processes: list) -> dict[str, set[int]]:
+        out: dict[str, set[int]] = {}
+        for process in processes:
+            job, _ = self.mapping.resolve(process.pid)
+            if job is not None:
+                out.setdefault(job, set()).add(process.pid)
+        return out
+
+    def _process_utilisation(self, handle: Any, since: int) -> list | None:
+        """NVML's per-process samples newer than `since`: nvmlDeviceGetProcessesUtilizationInfo (driver 550 on),
+        else nvmlDeviceGetProcessUtilization; None where neither answers (no samples, not supported)."""
+        nvml = self.nvml
+        if self.processes_info:
+            try:
+                return list(nvml.nvmlDeviceGetProcessesUtilizationInfo(handle, since))
+            except (nvml.NVMLError_FunctionNotFound, nvml.NVMLError_NotSupported):
+                self.processes_info = False
+            except nvml.NVMLError:
+                return None
+        try:
+            return list(nvml.nvmlDeviceGetProcessUtilization(handle, since))
+        except nvml.NVMLError:
+            return None
+
+    def _own_sm(self, handle: Any, uuid: str, by_job: dict[str, set[int]]) -> dict[str, float] | None:
+        """Each job's own SM on a shared GPU: the sum over its processes of their mean SM in NVML's per-process
+        samples since the last round's; a job none of whose processes has a sample ran no kernel (0). None where
+        NVML cannot split the GPU by process."""
+        rows = self._process_utilisation(handle, self.process_seen.get(uuid, 0))
+        if not rows:
+            return None
+        self.process_seen[uuid] = max(r.timeStamp for r in rows)
+        per_pid: dict[int, list[int]] = {}
+        for r in rows:
+            per_pid.setdefault(r.pid, []).append(r.smUtil)
+        means = {pid: sum(v) / len(v) for pid, v in per_pid.items()}
+        return {job: min(100.0, float(sum(means.get(pid, 0.0) for pid in pids))) for job, pids in by_job.items()}
 
     def _read_mig(self, index: int, parent: Any, facts: GpuFacts, processes: list, now: datetime) -> list:
         nvml = self.nvml
@@ -180,7 +236,7 @@ class NvmlSource:
 
     def _sample(
         self, index: int, uuid: str, facts: GpuFacts, profile: str | None, reading: Reading, processes: list,
-        now: datetime,
+        now: datetime, job_sm: float | None = None,
     ) -> SampleRecord | None:  # fmt: skip
         if reading.sm_util is None and uuid not in self.warned:
             self.warned.add(uuid)
@@ -207,6 +263,7 @@ class NvmlSource:
             pcie_rx_mibps=reading.pcie_rx_mibps,
             pcie_tx_mibps=reading.pcie_tx_mibps,
             nvlink_mibps=reading.gpm.get("nvlink_mibps"),
+            job_sm_util=job_sm,
         )
 
     def _job(self, processes: list) -> tuple[str | None, list[int] | None]:

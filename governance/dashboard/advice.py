@@ -22,9 +22,14 @@ TITLES = {
     "comm_bound": "Waiting on communication between GPUs",
     "inference_oversized": "Inference service larger than it needs",
     "share_oversized": "A smaller share of the GPU would do",
+    "time_slice_contention": "Latency-sensitive job contending on a time-sliced GPU",
+    "whole_gpu_share_fit": "A share of one GPU would do",
 }
 # The order of DESIGN.md's waste partition: on equal money the lever that frees GPUs comes first.
-PRIORITY = ["idle_gpu", "overallocated", "mig_fit", "share_oversized", "inference_oversized", "low_utilization"]
+PRIORITY = [
+    "idle_gpu", "overallocated", "mig_fit", "whole_gpu_share_fit", "share_oversized", "inference_oversized",
+    "low_utilization",
+]  # fmt: skip
 
 # key: (label, unit); a key not listed is shown with its name in words.
 EVIDENCE = {
@@ -68,6 +73,17 @@ EVIDENCE = {
     "link": ("Farthest link between them", ""),
     "free_indexes": ("GPUs free for the whole run", ""),
     "free_link": ("Farthest link between those", ""),
+    "gpu_share": ("Share of one GPU", ""),
+    "share_used_percent": ("Share used at most", "%"),
+    "suggested_share": ("Share that would do", ""),
+    "label": ("Latency-sensitive label", ""),
+    "contended_hours": ("Hours on the GPU with other jobs", "h"),
+    "co_tenants_max": ("Other jobs on the GPU (most at once in an hour)", ""),
+    "gpu_sm_mean_contended": ("The GPU's mean SM while shared", "%"),
+    "sm_peak": ("Peak SM", "%"),
+    "own_sm_mean": ("Mean SM of its own processes", "%"),
+    "share_needed": ("Share its peaks needed", ""),
+    "replicas": ("Time-slicing replicas per GPU", ""),
 }
 
 

@@ -20,6 +20,7 @@ from governance.costs.pricing import Rate, RateBook, mig_fraction, rate_at
 from governance.costs.terms import rate_book
 from governance.efficiency.models import LIVE_STATES, Finding
 from governance.efficiency.placement import job_placements
+from governance.efficiency.sharing import sharing_add
 from governance.efficiency.summary import GpuSummary, HourStat, JobSummary
 from governance.efficiency.waste import DayBill, bills_by_day
 from governance.fleet.models import Gpu
@@ -31,7 +32,7 @@ HOUR_FIELDS = (
     "hour", "samples", "idle_samples", "sm_sum", "sm_max", "sm_sq_sum", "mem_used_max", "mem_total_mib", "power_sum",
     "power_samples", "numa_mismatch_samples", "io_wait_sum", "io_wait_samples", "host_cpu_sum", "host_cpu_samples",
     "sm_samples", "tensor_sum", "tensor_samples", "dram_sum", "dram_samples", "nvlink_sum", "nvlink_samples",
-    "pcie_sum", "pcie_samples",
+    "pcie_sum", "pcie_samples", "job_sm_sum", "job_sm_samples",
 )  # fmt: skip
 GPU_FIELDS = ("gpu_id", "gpu__node__name", "gpu__index", "gpu__model", "gpu__memory_total_mib", "gpu__numa_node",
               "gpu__mig_profile")  # fmt: skip
@@ -110,8 +111,9 @@ def job_summaries(
     *, job_ids: Iterable[int], now: datetime | None = None, stats: ClusterStats | None = None
 ) -> list[JobSummary]:
     """Summaries of the jobs that have started, in three queries whatever their number (three more for the
-    clusters' statistics unless the caller read them once for its whole pass: `stats`), and one per multi-GPU job
-    on a node whose topology shows it could sit nearer (`efficiency.placement`)."""
+    clusters' statistics unless the caller read them once for its whole pass: `stats`; two more where some are on a
+    share of one GPU, for its co-tenants: `efficiency.sharing`), and one per multi-GPU job on a node whose topology
+    shows it could sit nearer (`efficiency.placement`)."""
     now = now or timezone.now()
     jobs = list(Job.objects.filter(pk__in=list(job_ids), start_time__isnull=False).select_related("cluster"))
     if not jobs:
@@ -126,6 +128,7 @@ def job_summaries(
                  stats.largest_node_gpus, stats.sm_means, now)
         for job in jobs
     ]  # fmt: skip
+    summaries = sharing_add(summaries)
     placed = job_placements(summaries)
     return [replace(s, placement=placed[s.job_id]) if s.job_id in placed else s for s in summaries]
 
@@ -214,7 +217,8 @@ def job_visible(*, user: User, pk: int) -> Job | None:
 
 
 def job_gpu_timeline(*, job: Job) -> list[Mapping[str, Any]]:
-    """Per GPU and hour: mean SM, peak memory (MiB) and mean power, from the job's rollups."""
+    """Per GPU and hour: mean SM, peak memory (MiB) and mean power, from the job's rollups; on a shared GPU split by
+    process, the job's own SM too (job_sm_sum over job_sm_samples)."""
     return list(
         JobGpuHour.objects.filter(job=job)
         .order_by("gpu__node__name", "gpu__index", "hour")
@@ -228,6 +232,8 @@ def job_gpu_timeline(*, job: Job) -> list[Mapping[str, Any]]:
             "power_samples",
             "gpu__node__name",
             "gpu__index",
+            "job_sm_sum",
+            "job_sm_samples",
         )
     )
 

@@ -62,6 +62,13 @@ class HourStat:
     nvlink_samples: int = 0
     pcie_sum: float = 0.0  # MiB/s, rx + tx
     pcie_samples: int = 0
+    # Set for a job on a share of one GPU (efficiency.sharing): the other jobs seen on the GPU this hour, and the
+    # GPU's own mean SM over all its samples of the hour (every tenant's).
+    co_tenants: int = 0
+    gpu_sm_mean: float | None = None
+    # The job's own processes' SM where its shared GPU was split by process (NVML per-process utilisation).
+    job_sm_sum: float = 0.0
+    job_sm_samples: int = 0
 
     @property
     def sm_known(self) -> int:
@@ -170,6 +177,16 @@ class JobSummary:
     def sm_mean(self) -> float:
         n = self.sm_known
         return sum(h.sm_sum for g in self.gpus for h in g.hours) / n if n else 0.0
+
+    @property
+    def own_sm_mean(self) -> float | None:
+        """The job's own processes' mean SM where every sample that knew SM split its shared GPU by process; None
+        otherwise (its SM is then the GPU's, every tenant's)."""
+        hours = [h for g in self.gpus for h in g.hours]
+        own = sum(h.job_sm_samples for h in hours)
+        if not own or own < self.sm_known:
+            return None
+        return sum(h.job_sm_sum for h in hours) / own
 
     @property
     def mem_known(self) -> bool:

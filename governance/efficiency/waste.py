@@ -22,7 +22,10 @@ from fractions import Fraction
 
 from governance.lib.money import to_cents
 
-PRECEDENCE = ("idle_gpu", "overallocated", "mig_fit", "share_oversized", "inference_oversized", "low_utilization")
+PRECEDENCE = (
+    "idle_gpu", "overallocated", "mig_fit", "whole_gpu_share_fit", "share_oversized", "inference_oversized",
+    "low_utilization",
+)  # fmt: skip
 ZERO = Decimal(0)
 SAVINGS_WINDOW_DAYS = 30
 

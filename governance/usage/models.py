@@ -152,6 +152,8 @@ class Sample(models.Model):
     nvlink_mibps = models.FloatField(null=True)
     host_cpu_util = models.FloatField(null=True)
     io_wait = models.FloatField(null=True)
+    # On a shared GPU split by process: the SM of the sample's job's own processes (sm_util is the GPU's).
+    job_sm_util = models.FloatField(null=True)
 
     class Meta:
         # A GPU's reading at one moment is stored once, whatever batch brought it (a collector replaying its
@@ -194,6 +196,9 @@ class JobGpuHour(models.Model):
     nvlink_samples = models.PositiveIntegerField(db_default=0)
     pcie_sum = models.FloatField(db_default=0.0, help_text="Sum of PCIe throughput, MiB/s (rx + tx).")
     pcie_samples = models.PositiveIntegerField(db_default=0)
+    # On a GPU shared with other jobs, the job's own processes' SM where the source split the GPU by process.
+    job_sm_sum = models.FloatField(db_default=0.0, help_text="Sum of the job's own SM % on a shared GPU.")
+    job_sm_samples = models.PositiveIntegerField(db_default=0, help_text="Samples that knew the job's own SM.")
 
     class Meta:
         verbose_name = "job GPU-hour"

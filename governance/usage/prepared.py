@@ -29,7 +29,10 @@ from psycopg.copy import Copy, Writer
 
 from collectors.records import Batch, JobRecord, SampleRecord
 
-MAGIC = b"GGP1"
+MAGIC = b"GGP2"
+# Payloads stored by an earlier release, still in the inbox at an upgrade: their magic and how many of READINGS
+# their rows carry (a release appends its new readings at the end, so the first ones are the same columns).
+EARLIER = {b"GGP1": 14}
 _HEADER_LENGTH = struct.Struct(">I")
 
 # What a sample row carries after its time, GPU and job (usage_sample's columns too), with COPY types.
@@ -37,7 +40,7 @@ READINGS = (
     ("sm_util", "float8"), ("mem_used_mib", "float8"), ("mem_total_mib", "float8"), ("power_w", "float8"),
     ("gpu_numa_node", "int2"), ("cpu_numa_mask", "int8"), ("mem_util", "float8"), ("tensor_active", "float8"),
     ("dram_active", "float8"), ("pcie_rx_mibps", "float8"), ("pcie_tx_mibps", "float8"),
-    ("nvlink_mibps", "float8"), ("host_cpu_util", "float8"), ("io_wait", "float8"),
+    ("nvlink_mibps", "float8"), ("host_cpu_util", "float8"), ("io_wait", "float8"), ("job_sm_util", "float8"),
 )  # fmt: skip
 READING_COLUMNS = tuple(name for name, _ in READINGS)
 READING_TYPES = tuple(kind for _, kind in READINGS)
@@ -73,6 +76,7 @@ class Header(msgspec.Struct, array_like=True):
 class Prepared:
     header: Header
     rows: list[tuple] | memoryview  # staging rows, or the same rows already in binary COPY format
+    readings: int = len(READINGS)  # how many of READINGS each row carries (fewer in an earlier release's payload)
 
 
 _header_encoder = msgspec.msgpack.Encoder()
@@ -122,7 +126,7 @@ def prepare(batch: Batch) -> Prepared:
         rows.append((
             r.ts, g, j, r.sm_util, r.mem_used_mib, r.mem_total_mib, r.power_w, r.gpu_numa_node, mask,
             r.mem_util, r.tensor_active, r.dram_active, r.pcie_rx_mibps, r.pcie_tx_mibps, r.nvlink_mibps,
-            r.host_cpu_util, r.io_wait,
+            r.host_cpu_util, r.io_wait, r.job_sm_util,
         ))  # fmt: skip
     gpus: list[GpuFacts] = []
     for s, seen in zip(latest, first, strict=True):
@@ -163,14 +167,15 @@ def decode(payload: bytes | memoryview) -> Prepared:
     """Split a stored payload into its header (decoded) and its COPY rows (left as bytes)."""
     view = memoryview(payload)
     start = len(MAGIC) + _HEADER_LENGTH.size
-    if bytes(view[: len(MAGIC)]) != MAGIC or len(view) < start:
+    magic = bytes(view[: len(MAGIC)])
+    if (magic != MAGIC and magic not in EARLIER) or len(view) < start:
         raise PreparedInvalid("not a prepared batch (bad magic)")
     (length,) = _HEADER_LENGTH.unpack(view[len(MAGIC) : start])
     try:
         header = _header_decoder.decode(view[start : start + length])
     except msgspec.DecodeError as exc:
         raise PreparedInvalid(f"unreadable header: {exc}") from None
-    return Prepared(header, view[start + length :])
+    return Prepared(header, view[start + length :], EARLIER.get(magic, len(READINGS)))
 
 
 def rows_with_ids(rows: Sequence[tuple], gpu_ids: Sequence[int], job_ids: Sequence[int]) -> list[tuple]:

@@ -268,7 +268,7 @@ def usage_prepared_write(
         pods = {pk: (namespace, c) for pk, (c, e, _) in zip(job_ids, header.job_keys, strict=True)
                 if (namespace := pod_namespace(e))}  # fmt: skip
         gpu_ids = writer.gpu_ids_ensure(header.gpus, cluster_ids, token_id=token_id)
-        writer.samples_write(batch.rows, gpu_ids, job_ids)
+        writer.samples_write(batch.rows, gpu_ids, job_ids, batch.readings)
     writer.jobs_apply(header.jobs, models, cluster_ids, create_projects=create_projects, pods=pods)
     if header.jobs:
         writer.jobs_source_record(header.jobs, cluster_ids, token_id)

@@ -1,5 +1,6 @@
 """The rules as pure functions: summaries built by hand, no database."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -28,10 +29,11 @@ def rules(summary: JobSummary, **thresholds) -> dict:
     return {d.rule: d for d in rules_evaluate(summary, Thresholds(**thresholds))}
 
 
-def test_the_registry_holds_the_ten_rules_of_the_design_comm_bound_and_the_shared_gpus_one():
+def test_the_registry_holds_the_ten_rules_of_the_design_comm_bound_and_the_shared_gpus_three():
     assert sorted(RULES) == sorted([
         "idle_gpu", "overallocated", "low_utilization", "mig_fit", "batch_headroom", "memory_bound", "data_starved",
         "numa_misaligned", "topology_split", "inference_oversized", "comm_bound", "share_oversized",
+        "time_slice_contention", "whole_gpu_share_fit",
     ])  # fmt: skip
 
 
@@ -85,7 +87,39 @@ def test_a_pod_using_far_less_than_its_share_is_told_the_share_that_would_do_and
     assert "mig_fit" not in drafts, "a share is no whole GPU to slice"
 
 
+def test_a_pod_whose_gpu_was_split_by_process_is_sized_by_its_own_sm_not_the_gpus():
+    # The GPU ran at 60% (its neighbours' work too); the pod's own processes at 5% of it.
+    busy = [replace(hour(i, 60), job_sm_sum=5.0 * 60, job_sm_samples=60) for i in range(4)]
+    drafts = rules(on_share(0.5, *busy))
+
+    advice = drafts["share_oversized"]
+    assert advice.evidence["own_sm_mean"] == 5.0 and advice.evidence["suggested_share"] == 0.1
+    assert "Uses 10% of its 0.5 share of the GPU (its own processes' SM 5.0%)" in advice.advice
+    # Read as the GPU's SM, the same pod uses its whole share: nothing to say.
+    assert "share_oversized" not in rules(on_share(0.5, *(hour(i, 60) for i in range(4))))
+
+
 def test_a_pod_that_uses_its_share_or_holds_whole_gpus_is_not_told_to_shrink_it():
     assert "share_oversized" not in rules(on_share(0.25, hour(0, 20), hour(1, 20)))  # 80% of its share
     assert "share_oversized" not in rules(job(hour(0, 5), hour(1, 5)))
     assert "share_oversized" not in rules(on_share(0.05, hour(0, 1.5), hour(1, 1.5)))  # nothing smaller to ask
+
+
+def test_a_one_gpu_job_mig_fit_already_advises_is_not_told_a_share_too():
+    # 5% SM and 20 GiB: mig_fit names its slice; whole_gpu_share_fit leaves it to it.
+    drafts = rules(job(*(hour(i, 5) for i in range(3))))
+    assert "mig_fit" in drafts and "whole_gpu_share_fit" not in drafts
+
+
+def test_a_two_gpu_job_whose_peaks_fit_a_slice_is_told_one_per_gpu():
+    gpus = tuple(GpuSummary(i, "gpu-017", i, "NVIDIA H100 80GB HBM3", MIB, 0, "", tuple(hour(h, 30) for h in range(3)))
+                 for i in (1, 2))  # fmt: skip
+    two = JobSummary(1, "4242", "c1", 2, "NVIDIA H100 80GB HBM3", T0, T0 + timedelta(hours=3), False, {}, gpus,
+                     Decimal("2.00"))  # fmt: skip
+
+    fit = rules(two)["whole_gpu_share_fit"]
+
+    # Peak SM 30% and 20 GiB x 1.2 = 24 GiB on each GPU: 3g.40gb (3/7) holds both.
+    assert (fit.evidence["gpus_held"], fit.evidence["profile"]) == (2, "3g.40gb")
+    assert "At its busiest each of its GPUs ran 30% SM" in fit.advice and "40 GiB each" in fit.advice
+    assert fit.wasted_hours == {T0.date(): pytest.approx(6 * 4 / 7)}  # 6 GPU-hours held, 4/7 of each unneeded

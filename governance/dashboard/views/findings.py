@@ -1,6 +1,8 @@
 """Findings and job pages: a job's timeline and findings, the findings list and its state changes, a cluster's hours."""
 
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -49,15 +51,16 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = selectors.job_visible(user=signed_in_user(request), pk=pk)
     if job is None:
         raise Http404("No such job.")
+    timeline = selectors.job_gpu_timeline(job=job)
     points = [
         GpuHourPoint(
             gpu=f"{row['gpu__node__name']}:{row['gpu__index']}",
             hour=row["hour"],
-            sm_percent=row["sm_sum"] / row["sm_samples"] if row["sm_samples"] else None,
+            sm_percent=_hour_sm(row),
             mem_gib=gib(row["mem_used_max"]) if row["mem_used_max"] is not None else None,
             power_w=row["power_sum"] / row["power_samples"] if row["power_samples"] else None,
         )
-        for row in selectors.job_gpu_timeline(job=job)
+        for row in timeline
     ]
     findings = findings_ordered(selectors.findings_visible(user=signed_in_user(request), job_pk=job.pk))
     charges = job_charges(job_id=job.pk)
@@ -77,8 +80,27 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "running": job.end_time is None,
         "history": list(job_history(job=job)),
         "gpu_share": gpu_share(job.gpus),
+        **_own_sm(timeline),
     }
     return render(request, "efficiency/job.html", context)
+
+
+def _hour_sm(row: Mapping[str, Any]) -> float | None:
+    """An hour's SM on the timeline: the job's own processes' where the GPU was split by process, else the GPU's."""
+    if row["job_sm_samples"]:
+        return row["job_sm_sum"] / row["job_sm_samples"]
+    return row["sm_sum"] / row["sm_samples"] if row["sm_samples"] else None
+
+
+def _own_sm(timeline: list[Mapping[str, Any]]) -> dict[str, float | None]:
+    """How much of the job's SM is its own processes' (a shared GPU split by process): the part of its samples
+    that were, and their mean (both shares of 1). None: the page says its SM is the GPU's."""
+    own = sum(r["job_sm_samples"] for r in timeline)
+    known = sum(r["sm_samples"] for r in timeline)
+    if not own:
+        return {"own_sm_part": None, "own_sm_mean": None}
+    return {"own_sm_part": min(own / known, 1.0) if known else 1.0,
+            "own_sm_mean": sum(r["job_sm_sum"] for r in timeline) / own / 100}  # fmt: skip
 
 
 FILTERS = ("team", "rule", "state", "job", "mine")

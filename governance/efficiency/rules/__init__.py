@@ -14,7 +14,9 @@ from governance.efficiency.rules import (  # noqa: F401  (each module registers 
     numa_misaligned,
     overallocated,
     share_oversized,
+    time_slice_contention,
     topology_split,
+    whole_gpu_share_fit,
 )
 from governance.efficiency.rules.base import Draft, registry
 from governance.efficiency.summary import JobSummary

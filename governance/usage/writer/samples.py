@@ -31,7 +31,8 @@ SELECT {{job}}, {{gpu}}, {{hour}}, count(*), count(sm_util), count(*) FILTER (WH
     coalesce(sum(host_cpu_util), 0), count(host_cpu_util), coalesce(sum(tensor_active), 0), count(tensor_active),
     coalesce(sum(dram_active), 0), count(dram_active), coalesce(sum(nvlink_mibps), 0), count(nvlink_mibps),
     coalesce(sum(coalesce(pcie_rx_mibps, 0) + coalesce(pcie_tx_mibps, 0)), 0),
-    count(*) FILTER (WHERE pcie_rx_mibps IS NOT NULL OR pcie_tx_mibps IS NOT NULL)
+    count(*) FILTER (WHERE pcie_rx_mibps IS NOT NULL OR pcie_tx_mibps IS NOT NULL),
+    coalesce(sum(job_sm_util), 0), count(job_sm_util)
 FROM {{stage}} GROUP BY {{job_key}}, {{gpu_key}}, {{hour}}
 """
 
@@ -40,6 +41,7 @@ FROM {{stage}} GROUP BY {{job_key}}, {{gpu_key}}, {{hour}}
 AGGREGATED_COLUMNS = (
     "ts", "gpu_id", "job_id", "sm_util", "mem_used_mib", "mem_total_mib", "power_w", "gpu_numa_node", "cpu_numa_mask",
     "io_wait", "host_cpu_util", "tensor_active", "dram_active", "nvlink_mibps", "pcie_rx_mibps", "pcie_tx_mibps",
+    "job_sm_util",
 )  # fmt: skip
 
 # PostgreSQL: a reading already stored (same GPU and time, from any batch, or twice in this one) is skipped by
@@ -64,12 +66,14 @@ UNSTAGE_STORED_SQLITE = (
 )
 
 
-def samples_write(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: list[int]) -> None:
+def samples_write(
+    rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: list[int], readings: int = len(prepared.READINGS)
+) -> None:
     """Append staging rows to the samples, skipping readings stored before, and aggregate those written per job,
     GPU and hour, set-based (no row locks)."""
     if not connection.in_atomic_block:
         raise RuntimeError("samples_write must run inside a transaction (the staging table is per transaction)")
-    samples_stage(rows, gpu_ids, job_ids)
+    samples_stage(rows, gpu_ids, job_ids, readings)
     params: dict[str, object] = {"idle": settings.GOVERNANCE_IDLE_SM_PERCENT}
     if connection.vendor == "postgresql":
         params.update(gpu_ids=gpu_ids, job_ids=job_ids)

@@ -29,7 +29,7 @@ HOURS = (
     ("host_cpu_sum", "float8", "sum"), ("host_cpu_samples", "int4", "sum"), ("tensor_sum", "float8", "sum"),
     ("tensor_samples", "int4", "sum"), ("dram_sum", "float8", "sum"), ("dram_samples", "int4", "sum"),
     ("nvlink_sum", "float8", "sum"), ("nvlink_samples", "int4", "sum"), ("pcie_sum", "float8", "sum"),
-    ("pcie_samples", "int4", "sum"),
+    ("pcie_samples", "int4", "sum"), ("job_sm_sum", "float8", "sum"), ("job_sm_samples", "int4", "sum"),
 )  # fmt: skip
 HOUR_COLUMNS = tuple(name for name, _, _ in HOURS)
 HOUR_TYPES = tuple(kind for _, kind, _ in HOURS)

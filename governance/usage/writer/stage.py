@@ -8,12 +8,15 @@ from governance.usage import prepared
 from governance.usage.writer.sql import HOUR_COLUMNS, HOUR_STAGE, HOUR_TYPES, SAMPLE_COLUMNS, STAGE
 
 
-def samples_stage(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: list[int]) -> None:
+def samples_stage(
+    rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: list[int], readings: int = len(prepared.READINGS)
+) -> None:
     """Fill the per-transaction staging table.
 
     PostgreSQL: the rows name GPUs and jobs by header position and, when they come from the inbox, are
-    already in binary COPY format: they are streamed in as they are, and the statements below map
-    positions to ids in SQL. SQLite: rows are inserted with their ids.
+    already in binary COPY format: they are streamed in as they are (an earlier release's rows, with their first
+    `readings` columns; the rest stay null), and the statements below map positions to ids in SQL. SQLite: rows
+    are inserted with their ids.
     """
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
@@ -27,7 +30,7 @@ def samples_stage(rows: list[tuple] | memoryview, gpu_ids: list[int], job_ids: l
                 f" CREATE TEMP TABLE IF NOT EXISTS {HOUR_STAGE} ({hours}) ON COMMIT DELETE ROWS;"
                 f" DELETE FROM {STAGE}; DELETE FROM {HOUR_STAGE}"
             )
-            cols = ", ".join(prepared.STAGE_COLUMNS)
+            cols = ", ".join(prepared.STAGE_COLUMNS[: 3 + readings])
             with cursor.cursor.copy(f"COPY {STAGE} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
                 if isinstance(rows, memoryview):
                     copy.write(rows)
