@@ -35,7 +35,7 @@ import statistics
 import time
 import urllib.request
 import warnings
-from collections import defaultdict
+from collections import Counter, defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -203,7 +203,7 @@ def _bench(out: Out, size: FleetSize, pipeline: Pipeline) -> None:
     run_tag = random.getrandbits(32)
     probe = Probe(pipeline, run_tag=run_tag, pages=pages, cookie=cookie)
     built: list[float] = []
-    posts: list[Future] = []
+    posts: list[tuple[int, int, Future]] = []  # interval, samples, the POST
     stopped: str | None = None
     beat_sent: dict[str, datetime] = {}
     probe.start()
@@ -221,7 +221,11 @@ def _bench(out: Out, size: FleetSize, pipeline: Pipeline) -> None:
                 bodies = _bodies(sim, now, previous, run_tag, number)
                 built.append(time.perf_counter() - began)
                 probe.interval_started(number, due, len(bodies))
-                posts.extend(posters.submit(_post_counted, probe, pipeline.url, token, body) for body in bodies)
+                posts.extend(
+                    (number, min(GPUS_PER_NODE, size.gpus - node * GPUS_PER_NODE),
+                     posters.submit(_post_counted, probe, pipeline.url, token, body))
+                    for node, body in enumerate(bodies)
+                )  # fmt: skip
                 for task, every_s in BEAT.items():
                     if task not in beat_sent or (now - beat_sent[task]).total_seconds() >= every_s:
                         with warnings.catch_warnings():  # the tests run tasks eagerly; these go to the workers
@@ -233,16 +237,18 @@ def _bench(out: Out, size: FleetSize, pipeline: Pipeline) -> None:
                 if stopped:
                     break
             if stopped:
-                cancelled = sum(1 for post in posts if post.cancel())
-                probe.abandon(cancelled)
-        failed = [post.exception() for post in posts if not post.cancelled() and post.exception()]
+                probe.abandon(sum(1 for _, _, post in posts if post.cancel()))
+        sent = [(number, samples, post) for number, samples, post in posts if not post.cancelled()]
+        probe.posts_settled(Counter(number for number, _, _ in sent))
+        samples_sent = sum(samples for _, samples, _ in sent)
+        failed = [post.exception() for _, _, post in sent if post.exception()]
         if failed:
             raise RuntimeError(f"{len(failed)} batches were refused: {failed[0]}")
         loaded = time.monotonic()
         _drain(probe, pipeline, loaded + DRAIN_S)
     finally:
         probe.stop()
-    _figures(out, size, probe, sim, stopped=stopped, built=built, wall=time.monotonic() - real_start)
+    _figures(out, size, probe, stopped=stopped, built=built, samples=samples_sent, wall=time.monotonic() - real_start)
 
 
 def _post_counted(probe: Probe, url: str, token: str, body: bytes) -> None:
@@ -267,9 +273,8 @@ def _percentile(values: list[float], share: float) -> float:
 
 
 def _figures(
-    out: Out, size: FleetSize, probe: Probe, sim: SimulatedCluster, *, stopped: str | None, built: list[float],
-    wall: float,
-) -> None:  # fmt: skip
+    out: Out, size: FleetSize, probe: Probe, *, stopped: str | None, built: list[float], samples: int, wall: float
+) -> None:
     prefix = size.prefix
     ticks, intervals = probe.ticks, probe.intervals
     for name, value in (("gpus", size.gpus), ("nodes", -(-size.gpus // GPUS_PER_NODE)),
@@ -282,7 +287,7 @@ def _figures(
     out(f"{prefix}_interval_build_s_max", round(max(built), 3) if built else 0)
     posted = sum(interval.batches for interval in intervals)
     out(f"{prefix}_batches_posted", posted)
-    out(f"{prefix}_samples_posted", size.gpus * len(intervals))
+    out(f"{prefix}_samples_posted", samples)
     out(f"{prefix}_samples_written", Sample.objects.count())
     every = max(1, len(intervals) // BACKLOG_LINES)
     for interval in intervals[::every]:
@@ -290,7 +295,8 @@ def _figures(
         seen = [tick for tick in ticks if tick.at <= interval.due + size.real_interval_s]
         if seen:
             tick, minute = seen[-1], round((interval.number + 1) * size.interval_s / 60, 1)
-            out(f"{prefix}_backlog_at_{minute:g}min", f"{tick.unsent + tick.unprocessed} batches, {tick.marks} marks")
+            backlog = f"{tick.unsent} unsent + {tick.unprocessed} unprocessed batches, {tick.marks} marks"
+            out(f"{prefix}_backlog_at_{minute:g}min", backlog)
     out(f"{prefix}_backlog_max", max((t.unsent + t.unprocessed for t in ticks), default=0))
     out(f"{prefix}_marks_max", max((t.marks for t in ticks), default=0))
     final = ticks[-1] if ticks else None

@@ -159,6 +159,14 @@ class Probe:
         with self._lock:
             self._queued -= batches
 
+    def posts_settled(self, sent: dict[int, int]) -> None:
+        """Every POST is done: `sent` batches of each interval went out (all, unless the load stopped early); an
+        interval none of whose batches went out was never sent."""
+        with self._lock:
+            for interval in self.intervals:
+                interval.batches = sent.get(interval.number, 0)
+            self.intervals[:] = [interval for interval in self.intervals if interval.batches]
+
     @property
     def last(self) -> Tick | None:
         return self.ticks[-1] if self.ticks else None
