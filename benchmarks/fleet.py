@@ -19,7 +19,8 @@ fleet_<gpus/1000>k_<interval>s_* (fleet_100k_60s_*):
   mark writes its charges in the same transaction); intervals_uncharged: those never charged before the end;
 - page_<page>_p50_ms / _p95_ms under load, page_p95_ms the worst of them, page_errors;
 - share_web, share_workers, share_postgres (its backends on the bench database), share_agents (this process):
-  CPU seconds over wall seconds x cores, from /proc; share_box the first three together;
+  CPU seconds over wall seconds x cores, from /proc; share_box the first three together; machine_busy: the same
+  for everything the machine ran (on a shared box, the others' load too);
 - sustained: yes when the batches of every interval were all processed before the next interval's were sent
   and the run was not stopped early. A load the box cannot keep up with stops early (stopped_early says why)
   once its backlog passes DIVERGED_INTERVALS intervals' worth of batches or its oldest uncharged interval is
@@ -321,6 +322,7 @@ def _figures(
     out(
         f"{prefix}_share_box", round(sum(spent.get(p, 0.0) for p in ("web", "workers", "postgres")) / (wall * cores), 3)
     )
+    out(f"{prefix}_machine_busy", round(spent.get("machine", 0.0) / (wall * cores), 3))
     out(f"{prefix}_wall_s", round(wall, 1))
     out(f"{prefix}_sustained", "yes" if not stopped and _every_interval_drained(probe) else "no")
 

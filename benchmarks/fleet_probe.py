@@ -96,8 +96,12 @@ class CpuShare:
     last: dict[int, int] = field(default_factory=dict)
     part_of: dict[int, str] = field(default_factory=dict)
     started: bool = False
+    busy: list[int] = field(default_factory=list)  # the whole machine's busy ticks (/proc/stat), first and last
 
     def read(self, parts: dict[str, set[int]]) -> None:
+        self.busy[1:] = [_busy_ticks()]
+        if len(self.busy) == 1:
+            self.busy.append(self.busy[0])
         for part, pids in parts.items():
             for pid in pids:
                 ticks = _cpu_ticks(pid)
@@ -109,10 +113,19 @@ class CpuShare:
         self.started = True
 
     def seconds(self) -> dict[str, float]:
+        """CPU seconds per part, and under `machine` those of everything the machine ran (other users' too)."""
         spent: dict[str, float] = {}
         for pid, part in self.part_of.items():
             spent[part] = spent.get(part, 0.0) + (self.last[pid] - self.first[pid]) / CLOCK_TICKS
+        if self.busy:
+            spent["machine"] = (self.busy[-1] - self.busy[0]) / CLOCK_TICKS
         return spent
+
+
+def _busy_ticks() -> int:
+    """Clock ticks all CPUs spent on anything but idle and iowait since boot (/proc/stat)."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields[:8]) - fields[3] - fields[4]  # user..steal, less idle and iowait
 
 
 class Probe:
