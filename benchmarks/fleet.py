@@ -17,6 +17,8 @@ fleet_<gpus/1000>k_<interval>s_* (fleet_100k_60s_*):
 - lag_p50_s, lag_p95_s: sample-to-charge lag in simulated seconds, from an interval's timestamp to the moment all
   its batches were processed and no pricing mark made before the last of them was left (the pass that deletes a
   mark writes its charges in the same transaction); intervals_uncharged: those never charged before the end;
+- interval_build_s_p50 / _max, interval_build_cpu_s_p50 / _max: wall and CPU seconds (this thread's) to make one
+  interval's batches (the posting threads and the watcher share this process, and the machine may be shared);
 - page_<page>_p50_ms / _p95_ms under load, page_p95_ms the worst of them, page_errors;
 - share_web, share_workers, share_postgres (its backends on the bench database), share_agents (this process):
   CPU seconds over wall seconds x cores, from /proc; share_box the first three together; machine_busy: the same
@@ -203,7 +205,7 @@ def _bench(out: Out, size: FleetSize, pipeline: Pipeline) -> None:
     }  # fmt: skip
     run_tag = random.getrandbits(32)
     probe = Probe(pipeline, run_tag=run_tag, pages=pages, cookie=cookie)
-    built: list[float] = []
+    built: list[tuple[float, float]] = []  # per interval, the wall and CPU seconds its batches took to make
     posts: list[tuple[int, int, Future]] = []  # interval, samples, the POST
     stopped: str | None = None
     beat_sent: dict[str, datetime] = {}
@@ -218,9 +220,9 @@ def _bench(out: Out, size: FleetSize, pipeline: Pipeline) -> None:
                 while time.monotonic() < due:
                     pipeline.check()
                     time.sleep(min(0.05, max(0.0, due - time.monotonic())))
-                began = time.perf_counter()
+                began, began_cpu = time.perf_counter(), time.thread_time()
                 bodies = _bodies(sim, now, previous, run_tag, number)
-                built.append(time.perf_counter() - began)
+                built.append((time.perf_counter() - began, time.thread_time() - began_cpu))
                 probe.interval_started(number, due, len(bodies))
                 posts.extend(
                     (number, min(GPUS_PER_NODE, size.gpus - node * GPUS_PER_NODE),
@@ -274,7 +276,14 @@ def _percentile(values: list[float], share: float) -> float:
 
 
 def _figures(
-    out: Out, size: FleetSize, probe: Probe, *, stopped: str | None, built: list[float], samples: int, wall: float
+    out: Out,
+    size: FleetSize,
+    probe: Probe,
+    *,
+    stopped: str | None,
+    built: list[tuple[float, float]],
+    samples: int,
+    wall: float,
 ) -> None:
     prefix = size.prefix
     ticks, intervals = probe.ticks, probe.intervals
@@ -284,16 +293,18 @@ def _figures(
                         ("intervals_posted", len(intervals))):  # fmt: skip
         out(f"{prefix}_{name}", value)
     out(f"{prefix}_stopped_early", f"yes: {stopped}" if stopped else "no")
-    out(f"{prefix}_interval_build_s_p50", round(statistics.median(built), 3) if built else 0)
-    out(f"{prefix}_interval_build_s_max", round(max(built), 3) if built else 0)
+    for kind, column in (("s", 0), ("cpu_s", 1)):
+        spent = [each[column] for each in built]
+        out(f"{prefix}_interval_build_{kind}_p50", round(statistics.median(spent), 3) if spent else 0)
+        out(f"{prefix}_interval_build_{kind}_max", round(max(spent), 3) if spent else 0)
     posted = sum(interval.batches for interval in intervals)
     out(f"{prefix}_batches_posted", posted)
     out(f"{prefix}_samples_posted", samples)
     out(f"{prefix}_samples_written", Sample.objects.count())
     every = max(1, len(intervals) // BACKLOG_LINES)
-    for interval in intervals[::every]:
+    for interval, ends in list(zip(intervals, _ends(probe, size), strict=True))[::every]:
         # As the interval ends, just before the next one's batches go out.
-        seen = [tick for tick in ticks if tick.at <= interval.due + size.real_interval_s]
+        seen = [tick for tick in ticks if tick.at <= ends]
         if seen:
             tick, minute = seen[-1], round((interval.number + 1) * size.interval_s / 60, 1)
             backlog = f"{tick.unsent} unsent + {tick.unprocessed} unprocessed batches, {tick.marks} marks"
@@ -327,11 +338,19 @@ def _figures(
     out(f"{prefix}_sustained", "yes" if not stopped and _every_interval_drained(probe) else "no")
 
 
+def _ends(probe: Probe, size: FleetSize) -> list[float]:
+    """When each interval ends: the next one's batches go out, or (the last) one real interval after its own."""
+    intervals = probe.intervals
+    return [following.sent_at for following in intervals[1:]] + [
+        i.sent_at + size.real_interval_s for i in intervals[-1:]
+    ]
+
+
 def _every_interval_drained(probe: Probe) -> bool:
     """Whether the batch backlog was back to zero after each interval, before the next one's batches went out."""
     intervals = probe.intervals
     for interval, following in pairwise(intervals):
-        window = [t for t in probe.ticks if interval.due < t.at <= following.due]
+        window = [t for t in probe.ticks if interval.sent_at < t.at <= following.sent_at]
         if not any(t.unsent == 0 and t.unprocessed == 0 for t in window):
             return False
     return True

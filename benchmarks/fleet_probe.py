@@ -55,6 +55,7 @@ class Interval:
     number: int
     due: float  # time.monotonic() when its samples were taken (the simulated clock at its timestamp)
     batches: int
+    sent_at: float  # time.monotonic() when its batches were handed to the agents' posting (due, or later)
     charged_at: float | None = None
 
 
@@ -161,7 +162,7 @@ class Probe:
     def interval_started(self, number: int, due: float, batches: int) -> None:
         with self._lock:
             self._queued += batches
-            self.intervals.append(Interval(number=number, due=due, batches=batches))
+            self.intervals.append(Interval(number=number, due=due, batches=batches, sent_at=time.monotonic()))
 
     def posted(self) -> None:
         with self._lock:
