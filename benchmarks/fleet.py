@@ -32,14 +32,14 @@ fleet_<gpus/1000>k_<interval>s_* (fleet_100k_60s_*):
 from __future__ import annotations
 
 import importlib
+import multiprocessing
 import os
 import random
 import statistics
 import time
-import urllib.request
 import warnings
 from collections import Counter, defaultdict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -50,6 +50,7 @@ from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.test import override_settings
 
+from benchmarks import fleet_agents
 from benchmarks.fleet_probe import Probe, batch_id
 from benchmarks.harness import BenchError, Out
 from benchmarks.pipeline import INGEST_WORKERS, Pipeline, pipeline_started
@@ -162,18 +163,6 @@ def _bodies(sim: SimulatedCluster, now: datetime, previous: datetime | None, run
     return bodies
 
 
-def _post(url: str, token: str, body: bytes) -> None:
-    request = urllib.request.Request(  # noqa: S310 - loopback
-        f"{url}/api/v1/ingest/",
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
-    )
-    with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
-        if response.status != 202:
-            raise RuntimeError(f"ingest answered {response.status}: {response.read(200)!r}")
-
-
 def _diverged(probe: Probe, size: FleetSize, nodes: int, number: int) -> str | None:
     tick = probe.last
     if tick is None:
@@ -212,7 +201,7 @@ def _bench(out: Out, size: FleetSize, pipeline: Pipeline) -> None:
     probe.start()
     real_start = time.monotonic()
     try:
-        with ThreadPoolExecutor(max_workers=POSTERS) as posters:
+        with ProcessPoolExecutor(max_workers=POSTERS, mp_context=multiprocessing.get_context("spawn")) as posters:
             previous: datetime | None = None
             for number in range(size.intervals):
                 now = start + timedelta(seconds=number * size.interval_s)
@@ -224,11 +213,10 @@ def _bench(out: Out, size: FleetSize, pipeline: Pipeline) -> None:
                 bodies = _bodies(sim, now, previous, run_tag, number)
                 built.append((time.perf_counter() - began, time.thread_time() - began_cpu))
                 probe.interval_started(number, due, len(bodies))
-                posts.extend(
-                    (number, min(GPUS_PER_NODE, size.gpus - node * GPUS_PER_NODE),
-                     posters.submit(_post_counted, probe, pipeline.url, token, body))
-                    for node, body in enumerate(bodies)
-                )  # fmt: skip
+                for node, body in enumerate(bodies):
+                    post = posters.submit(fleet_agents.post, pipeline.url, token, body)
+                    post.add_done_callback(probe.posted)
+                    posts.append((number, min(GPUS_PER_NODE, size.gpus - node * GPUS_PER_NODE), post))
                 for task, every_s in BEAT.items():
                     if task not in beat_sent or (now - beat_sent[task]).total_seconds() >= every_s:
                         with warnings.catch_warnings():  # the tests run tasks eagerly; these go to the workers
@@ -252,11 +240,6 @@ def _bench(out: Out, size: FleetSize, pipeline: Pipeline) -> None:
     finally:
         probe.stop()
     _figures(out, size, probe, stopped=stopped, built=built, samples=samples_sent, wall=time.monotonic() - real_start)
-
-
-def _post_counted(probe: Probe, url: str, token: str, body: bytes) -> None:
-    _post(url, token, body)
-    probe.posted()
 
 
 def _drain(probe: Probe, pipeline: Pipeline, deadline: float) -> None:

@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -164,7 +165,10 @@ class Probe:
             self._queued += batches
             self.intervals.append(Interval(number=number, due=due, batches=batches, sent_at=time.monotonic()))
 
-    def posted(self) -> None:
+    def posted(self, post: Future) -> None:
+        """A batch's POST is done (the done callback of its future; a cancelled one was never sent)."""
+        if post.cancelled():
+            return
         with self._lock:
             self._sent += 1
 
@@ -193,11 +197,13 @@ class Probe:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [self.database])
             backends = {pid for (pid,) in cursor.fetchall()}
+        serving, working = _children({web.pid}), _children({worker.pid for worker in workers})
         return {
-            "web": _children({web.pid}),
-            "workers": _children({worker.pid for worker in workers}),
+            "web": serving,
+            "workers": working,
             "postgres": backends,
-            "agents": {os.getpid()},  # this process: the simulated agents, the reader and this watcher
+            # This process (it makes the agents' batches, reads pages and watches) and the agents' posting processes.
+            "agents": _children({os.getpid()}) - serving - working,
         }
 
     def _watch(self) -> None:
