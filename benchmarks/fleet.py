@@ -43,6 +43,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from functools import partial
 from itertools import pairwise
 
 from celery.exceptions import AlwaysEagerIgnored
@@ -66,6 +67,7 @@ from governance.usage.models import Sample
 CLUSTER = "fleet"
 ANALYSIS_WORKERS = int(os.environ.get("FLEET_ANALYSIS_WORKERS", "1"))
 POSTERS = 2 * INGEST_WORKERS  # agents posting at once: as many as the web tier serves, and as many waiting
+AGENT_CHUNK = 25  # batches one posting process is handed at a time (one by one, the handing over cost as much)
 DIVERGED_INTERVALS = 3
 DIVERGED_LAG_S = 1800
 DRAIN_S = 180  # after the last interval, the longest wait for the backlog to clear (real seconds)
@@ -195,7 +197,7 @@ def _bench(out: Out, size: FleetSize, pipeline: Pipeline) -> None:
     run_tag = random.getrandbits(32)
     probe = Probe(pipeline, run_tag=run_tag, pages=pages, cookie=cookie)
     built: list[tuple[float, float]] = []  # per interval, the wall and CPU seconds its batches took to make
-    posts: list[tuple[int, int, Future]] = []  # interval, samples, the POST
+    posts: list[tuple[int, int, int, Future]] = []  # interval, batches, samples, their POSTs
     stopped: str | None = None
     beat_sent: dict[str, datetime] = {}
     probe.start()
@@ -213,10 +215,12 @@ def _bench(out: Out, size: FleetSize, pipeline: Pipeline) -> None:
                 bodies = _bodies(sim, now, previous, run_tag, number)
                 built.append((time.perf_counter() - began, time.thread_time() - began_cpu))
                 probe.interval_started(number, due, len(bodies))
-                for node, body in enumerate(bodies):
-                    post = posters.submit(fleet_agents.post, pipeline.url, token, body)
-                    post.add_done_callback(probe.posted)
-                    posts.append((number, min(GPUS_PER_NODE, size.gpus - node * GPUS_PER_NODE), post))
+                for first in range(0, len(bodies), AGENT_CHUNK):
+                    chunk = bodies[first : first + AGENT_CHUNK]
+                    post = posters.submit(fleet_agents.post_all, pipeline.url, token, chunk)
+                    post.add_done_callback(partial(probe.posted, len(chunk)))
+                    samples = min(size.gpus, (first + len(chunk)) * GPUS_PER_NODE) - first * GPUS_PER_NODE
+                    posts.append((number, len(chunk), samples, post))
                 for task, every_s in BEAT.items():
                     if task not in beat_sent or (now - beat_sent[task]).total_seconds() >= every_s:
                         with warnings.catch_warnings():  # the tests run tasks eagerly; these go to the workers
@@ -228,11 +232,14 @@ def _bench(out: Out, size: FleetSize, pipeline: Pipeline) -> None:
                 if stopped:
                     break
             if stopped:
-                probe.abandon(sum(1 for _, _, post in posts if post.cancel()))
-        sent = [(number, samples, post) for number, samples, post in posts if not post.cancelled()]
-        probe.posts_settled(Counter(number for number, _, _ in sent))
-        samples_sent = sum(samples for _, samples, _ in sent)
-        failed = [post.exception() for _, _, post in sent if post.exception()]
+                probe.abandon(sum(batches for _, batches, _, post in posts if post.cancel()))
+        sent = [(number, batches, samples, post) for number, batches, samples, post in posts if not post.cancelled()]
+        settled: Counter[int] = Counter()
+        for number, batches, _, _ in sent:
+            settled[number] += batches
+        probe.posts_settled(settled)
+        samples_sent = sum(samples for _, _, samples, _ in sent)
+        failed = [post.exception() for _, _, _, post in sent if post.exception()]
         if failed:
             raise RuntimeError(f"{len(failed)} batches were refused: {failed[0]}")
         loaded = time.monotonic()

@@ -25,3 +25,9 @@ def post(url: str, token: str, body: bytes) -> None:
         raise RuntimeError(f"ingest did not answer: {error}") from None
     if status != 202:
         raise RuntimeError(f"ingest answered {status}: {text!r}")
+
+
+def post_all(url: str, token: str, bodies: list[bytes]) -> None:
+    """POST the batches one after another, as one agent after another would."""
+    for body in bodies:
+        post(url, token, body)

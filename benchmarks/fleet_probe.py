@@ -165,12 +165,12 @@ class Probe:
             self._queued += batches
             self.intervals.append(Interval(number=number, due=due, batches=batches, sent_at=time.monotonic()))
 
-    def posted(self, post: Future) -> None:
-        """A batch's POST is done (the done callback of its future; a cancelled one was never sent)."""
+    def posted(self, batches: int, post: Future) -> None:
+        """`batches` POSTs are done (the done callback of their future; cancelled, they were never sent)."""
         if post.cancelled():
             return
         with self._lock:
-            self._sent += 1
+            self._sent += batches
 
     def abandon(self, batches: int) -> None:
         """Batches that will not be posted (the load stopped early)."""
