@@ -60,9 +60,11 @@ format: install-dev
 	$(VENV)/bin/ruff format .
 
 ## Benchmarks against PostgreSQL (DATABASE_URL); prints `name: value` lines. ONLY=costs runs one area
-## (ingest, collectors, costs, pages; `usage` and `dashboard` name theirs too).
+## (ingest, collectors, costs, pages; `usage` and `dashboard` name theirs too). The fleet load test
+## (ONLY=fleet, see benchmarks/fleet.py) is sized by GPUS= (default 100000) and FLEET_INTERVAL_S,
+## FLEET_COMPRESSION, FLEET_HOURS in the environment.
 bench: install-dev
-	$(PY) -m benchmarks $(foreach area,$(ONLY),--only $(area))
+	$(if $(GPUS),FLEET_GPUS=$(GPUS)) $(PY) -m benchmarks $(foreach area,$(ONLY),--only $(area))
 
 ## The FinOps Foundation's FOCUS validator, in a virtual environment of its own (it needs Python >= 3.12 and pins
 ## numpy < 2, which ours does not), built once under var/ per set of pins; prints its path last.

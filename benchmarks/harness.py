@@ -28,6 +28,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "pricing": ("reprice", "findings", "close"),
     "pages": ("dashboard", "overview"),
     "storage": ("scaling",),
+    "fleet": ("load",),
 }
 
 NOT_POSTGRESQL = "bench runs against PostgreSQL: set DATABASE_URL=postgres://..."

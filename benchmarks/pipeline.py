@@ -44,6 +44,7 @@ class Pipeline:
     url: str
     processes: list[subprocess.Popen]
     log: Path
+    secret_key: str = ""  # the web's: what signs its sessions
 
     def check(self) -> None:
         for process in self.processes:
@@ -76,28 +77,35 @@ def _wait_listening(url: str, pipeline: Pipeline) -> None:
 
 
 @contextmanager
-def pipeline_started() -> Iterator[Pipeline | None]:
-    """Web and worker processes as docker-compose.yml runs them, or None (in-process, eager) without a broker."""
+def pipeline_started(*, analysis_workers: int = 0) -> Iterator[Pipeline | None]:
+    """Web and worker processes as docker-compose.yml runs them, or None (in-process, eager) without a broker.
+    `analysis_workers`: that many processes of a worker of the analysis queue too (pricing, findings)."""
     if not settings.CELERY_BROKER_URL:
         yield None
         return
     celery_app.control.purge()  # tasks left on this broker by earlier runs name other databases' batches
     port = _free_port()
+    secret_key = secrets.token_urlsafe(32)
     env = {
-        **os.environ, "DATABASE_URL": _database_url(), "DEBUG": "false", "SECRET_KEY": secrets.token_urlsafe(32),
+        **os.environ, "DATABASE_URL": _database_url(), "DEBUG": "false", "SECRET_KEY": secret_key,
         "ALLOWED_HOSTS": "127.0.0.1", "API_THROTTLE_RATE_INGEST": "100000/min", "LOG_LEVEL": "WARNING",
         "SECURE_SSL_REDIRECT": "false",  # plain HTTP on loopback: no TLS proxy in front of the bench
         # A whole simulated fleet comes online in the bench's first hour: the onboarding bound is not what it measures.
         "FLEET_MAX_NEW_GPUS_PER_TOKEN_HOUR": "1000000",
+        # Pages link static files by their plain names: the bench does not run collectstatic for the hashed ones.
+        "STATIC_MANIFEST": "false",
     }  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        pidfile = Path(tmp) / "worker.pid"
+        workers = [("ingest", INGEST_WORKERS)] + ([("analysis", analysis_workers)] if analysis_workers else [])
+        pidfiles = [Path(tmp) / f"worker-{queue}.pid" for queue, _ in workers]
         commands = [
             [sys.executable, "-m", "gunicorn", "governance.wsgi:application", "--bind", f"127.0.0.1:{port}",
              "--workers", str(INGEST_WORKERS)],
-            [sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", "ingest",
-             "--concurrency", str(INGEST_WORKERS), "--prefetch-multiplier", "1", "--pidfile", str(pidfile),
-             "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"],
+        ] + [
+            [sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", queue, "-n", f"{queue}@%h",
+             "--concurrency", str(concurrency), "--prefetch-multiplier", "1", "--pidfile", str(pidfile),
+             "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"]
+            for (queue, concurrency), pidfile in zip(workers, pidfiles, strict=True)
         ]  # fmt: skip
         log_path = Path(tmp) / "pipeline.log"
         with log_path.open("w") as log:
@@ -105,17 +113,20 @@ def pipeline_started() -> Iterator[Pipeline | None]:
                 subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
                 for command in commands
             ]
-            pipeline = Pipeline(url=f"http://127.0.0.1:{port}", processes=processes, log=log_path)
+            pipeline = Pipeline(
+                url=f"http://127.0.0.1:{port}", processes=processes, log=log_path, secret_key=secret_key
+            )
             try:
                 _wait_listening(pipeline.url, pipeline)
                 yield pipeline
             finally:
-                web, worker = processes
+                web, *worker_processes = processes
                 web.terminate()
-                if pidfile.exists():
-                    os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
-                else:
-                    worker.terminate()
+                for worker, pidfile in zip(worker_processes, pidfiles, strict=True):
+                    if pidfile.exists():
+                        os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
+                    else:
+                        worker.terminate()
                 for process in processes:
                     process.wait(timeout=60)
 

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_it_runs_the_ingest_bench_first_then_every_other_area():
-    assert harness.areas_selected() == ["ingest", "collectors", "costs", "pricing", "pages", "storage"]
+    assert harness.areas_selected() == ["ingest", "collectors", "costs", "pricing", "pages", "storage", "fleet"]
 
 
 def test_only_runs_the_areas_it_names_by_module_or_by_app():

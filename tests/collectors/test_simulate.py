@@ -1,3 +1,4 @@
+import hashlib
 import subprocess
 import sys
 from collections import Counter
@@ -5,7 +6,9 @@ from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
 
-from collectors.records import JobRecord, SampleRecord, decode_line
+import msgspec
+
+from collectors.records import JobRecord, Record, SampleRecord, decode_line, encode
 from collectors.simulate import SimulatedCluster
 from tests.factories import at
 
@@ -77,3 +80,30 @@ def test_the_command_line_prints_valid_records_in_dry_run():
 
     records = [r for line in result.stdout.splitlines() for r in decode_line(line)]
     assert sum(isinstance(r, SampleRecord) for r in records) == 8
+
+
+def test_a_nodes_samples_as_json_are_the_records_samples_at_gives():
+    """The fleet bench's form (one JSON fragment per node, no object per sample) reads the same as the records,
+    interval after interval (both forms draw from the cluster's generator in the same order)."""
+    records = SimulatedCluster(gpus=40, start=at("2026-11-01T00:00:00Z"), end=at("2026-11-03T00:00:00Z"), seed=5)
+    as_json = SimulatedCluster(gpus=40, start=at("2026-11-01T00:00:00Z"), end=at("2026-11-03T00:00:00Z"), seed=5)
+    decoder = msgspec.json.Decoder(list[Record])
+
+    for minutes in range(0, 48 * 60, 41):
+        now = records.start + timedelta(minutes=minutes, seconds=0.25 * (minutes % 2))
+        nodes = as_json.node_samples_json(now)
+        assert len(nodes) == 5
+        assert [r for node in nodes for r in decoder.decode(b"[" + node + b"]")] == list(records.samples_at(now))
+
+
+def test_the_same_seed_gives_the_same_readings():
+    """A digest of a cluster's samples at fixed times: the readings of a seed stay what they were (the demo data
+    and the benches' workloads do not move when the simulator is made faster)."""
+    sim = SimulatedCluster(gpus=24, start=at("2026-11-01T00:00:00Z"), end=at("2026-11-03T00:00:00Z"), seed=5)
+    digest = hashlib.sha256()
+
+    for minutes in range(0, 48 * 60, 37):
+        for record in sim.samples_at(sim.start + timedelta(minutes=minutes)):
+            digest.update(encode(record))
+
+    assert digest.hexdigest() == "e747ab253131aced946c3ccd53978b3affac9ab970013f473f65205c781e2aaf"
