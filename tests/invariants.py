@@ -39,6 +39,7 @@ from governance.fleet.models import Gpu
 from governance.lib.money import to_cents
 from governance.lib.months import Month
 from governance.usage.models import Job, JobGpuHour
+from governance.usage.node_rollups import node_rollups_drift
 
 TWO_CENTS = Decimal("0.02")
 ClosedTotals = dict[tuple[str, int | None, str], Decimal]
@@ -340,9 +341,17 @@ def assert_summaries_equal_ledger() -> None:
     assert not missing and not extra, f"the summary differs from the ledger: ledger {missing}, summary only {extra}"
 
 
+def assert_node_rollups_equal_gpu_hours() -> None:
+    """The heatmap's node rollups, folded by ingest, sum each cluster's GPU-hours (per cluster: a GPU that moved
+    node keeps its earlier hours on the node it reported from)."""
+    drift = node_rollups_drift(per="cluster")
+    assert not any(drift.values()), f"the node rollups differ from the GPU-hours at {drift}"
+
+
 def assert_billing_invariants(before: ClosedTotals | None = None) -> None:
     assert_every_month_reconciles()
     assert_summaries_equal_ledger()
+    assert_node_rollups_equal_gpu_hours()
     assert_billed_within_capacity()
     assert_corrections_well_formed()
     assert_printed_totals_add_up()

@@ -35,6 +35,8 @@ EXEMPT: dict[str, str] = {
     "usage.jobgpuhour": "rollups",
     "usage.gpuhour": "rollups",
     "usage.clusterhour": "a rollup of the GPU-hours, kept by the pricing pass",
+    "usage.nodehour": "a rollup of the GPU-hours, folded by ingest",
+    "usage.nodeday": "a rollup of the GPU-hours, folded by ingest",
     "usage.pricingmark": "the pricing pass's to-do list",
     "usage.collectorstatus": "each collector's last batch, kept by the periodic check from the inbox",
     "costs.charge": "the ledger, derived from usage and terms (the terms are audited)",
