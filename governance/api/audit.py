@@ -43,6 +43,7 @@ EXEMPT: dict[str, str] = {
     "costs.statementline": "a closed month's frozen lines (the close is audited)",
     "costs.capacityday": "derived from declared capacity and the fleet",
     "costs.ledgerday": "the ledger summed per day by the pricing pass that writes the ledger (derived)",
+    "costs.jobmonth": "the ledger summed per job and month by the pricing pass that writes the ledger (derived)",
     "costs.overclaim": "GPU-hours the pricing pass found claimed beyond the GPUs that exist (derived, never billed)",
     "costs.allocatedhour": "the pricing pass's per-hour allocation of a contended cluster-day",
     "costs.pricingfailure": "a job-day the pricing pass could not price, and its retries (the retry action is audited)",

@@ -175,7 +175,7 @@ def _node_cells(start: datetime, end: datetime, t0: datetime, width: timedelta, 
             return {(r, c): (sm or 0.0, n or 0) for r, c, sm, n in cursor.fetchall()}
     row_of = dict(zip(rows.keys, rows.index, strict=True))
     out: dict[tuple[int, int], list] = defaultdict(lambda: [0.0, 0])
-    found = []
+    found: list[tuple[int, datetime, float, int]] = []
     for a, b in hourly:
         found += NodeHour.objects.filter(node_id__in=rows.keys, hour__gte=a, hour__lt=b).values_list(
             "node_id", "hour", "sm_sum", "sm_samples"
