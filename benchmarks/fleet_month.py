@@ -1,8 +1,9 @@
-"""A month of a large fleet written straight into the tables the pages read (fleet, jobs, hourly GPU rollups, the
-ledger and its summary) by INSERT ... SELECT in the database, what pricing and ingest would have left, in the
-time a bench can spend; then the cluster-hour rollup by the pricing pass's own function. Eight GPUs a node, each
-node's GPUs held for the month by one job of one of eight teams; capacity declared, so the ledger reconciles
-(every GPU-hour billed, nothing unallocated)."""
+"""A month of a large fleet written straight into the tables the pages read (fleet, jobs, the node and cluster
+utilisation rollups, the ledger and its summary) by INSERT ... SELECT in the database, what pricing and ingest
+would have left, in the time a bench can spend. No GPU-hours: at 25,600 GPUs a month is 19 million of them and no
+page reads them (the heatmap's drill-down to one node would). Eight GPUs a node, each node's GPUs held for the
+month by one job of one of eight teams, each node's SM mean varying by node and hour; capacity declared, so the
+ledger reconciles (every GPU-hour billed, nothing unallocated)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from django.db import connection
 
 from governance.costs.models import DeclaredCapacity, RateCard
 from governance.costs.summaries import ledger_days_rebuild
+from governance.dashboard.grid import HOURLY_READ
 from governance.fleet.models import Cluster
 from governance.lib.months import Month
 from governance.org.models import Project, Team
-from governance.usage.utilisation import cluster_hours_refresh
 
 RATE = Decimal("2.50")
 TEAMS = 8
@@ -34,16 +35,24 @@ SELECT %(c)s, n.name, 'user-' || (n.id %% 97), '', '', (%(projects)s::int8[])[1 
        %(start)s, %(start)s, %(end)s, 'completed', '{}', true, now()
 FROM fleet_node n WHERE n.cluster_id = %(c)s;
 """
-# One row per GPU-hour, as the ingest rollup writes it from hourly samples: SM differs by GPU and hour.
-GPU_HOURS = """
-INSERT INTO usage_gpuhour (gpu_id, hour, samples, allocated_samples, sm_samples, idle_samples, sm_sum, mem_used_max,
-                           power_sum, power_samples)
-SELECT g.id, h, 1, 1, 1, (((g.id * 37 + extract(hour FROM h)::int) %% 100) < 10)::int,
-       ((g.id * 37 + extract(hour FROM h)::int) %% 100)::float8, 40000, 450, 1
-FROM fleet_gpu g, generate_series(%(start)s::timestamptz, %(end)s::timestamptz - interval '1 hour',
-                                  interval '1 hour') AS h
-WHERE g.cluster_id = %(c)s
+# The node rollups as ingest folds them from hourly samples (one a GPU-hour, so a node-hour holds 8), and the
+# cluster-hours as the pricing pass sums them: SM differs by node and hour. Node-hours only where the heatmap
+# reads them (`hourly`): a month of nodes beyond its hourly budget is drawn from node-days.
+NODE_SM = "((n.id * 37 + extract(hour FROM h)::int) %% 100)::float8"
+NODE_HOURS = f"""
+SELECT n.id AS node_id, h AS hour, 8 AS samples, 8 AS sm_samples, 8 * {NODE_SM} AS sm_sum
+FROM fleet_node n, generate_series(%(start)s::timestamptz, %(end)s::timestamptz - interval '1 hour',
+                                   interval '1 hour') AS h
+WHERE n.cluster_id = %(c)s
 """
+ROLLUPS = f"""
+INSERT INTO usage_nodeday (node_id, day, samples, sm_samples, sm_sum)
+SELECT node_id, (hour AT TIME ZONE 'UTC')::date, sum(samples), sum(sm_samples), sum(sm_sum) FROM ({NODE_HOURS}) x
+GROUP BY 1, 2;
+INSERT INTO usage_clusterhour (cluster_id, hour, gpus, used_gpu_hours)
+SELECT %(c)s, hour, sum(samples), sum(sm_sum) / 100.0 FROM ({NODE_HOURS}) x GROUP BY hour;
+"""
+HOURLY = f"INSERT INTO usage_nodehour (node_id, hour, samples, sm_samples, sm_sum) {NODE_HOURS}"
 # One usage row per job and day, as pricing writes it; and each day's capacity.
 LEDGER = """
 INSERT INTO costs_charge (kind, month, day, period_start, period_end, cluster_id, cluster_name, job_id, job_ref,
@@ -82,9 +91,9 @@ def fleet_month_write(*, gpus: int, month: Month, cluster: str, model: str) -> C
     }  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(FLEET, params)
-        cursor.execute(GPU_HOURS, params)
+        cursor.execute(ROLLUPS, params)
+        if gpus // 8 * (month.end - month.start) / timedelta(hours=1) <= HOURLY_READ:
+            cursor.execute(HOURLY, params)
         cursor.execute(LEDGER, params)
     ledger_days_rebuild()
-    days = [d.date() for d in (month.start + timedelta(days=n) for n in range(31)) if d < month.end]
-    cluster_hours_refresh((row.pk, d) for d in days)
     return row

@@ -78,8 +78,9 @@ def _analyze() -> None:
         # A live database has planner statistics (autovacuum); rows written in this open transaction do not.
         with connection.cursor() as cursor:
             cursor.execute(
-                "ANALYZE usage_job, usage_jobgpuhour, usage_gpuhour, fleet_gpu, fleet_node, costs_charge,"
-                " costs_ledgerday, costs_capacityday, efficiency_finding"
+                "ANALYZE usage_job, usage_jobgpuhour, usage_gpuhour, usage_nodehour, usage_nodeday, usage_clusterhour,"
+                " fleet_gpu, fleet_node, costs_charge, costs_ledgerday, costs_jobmonth, costs_capacityday,"
+                " efficiency_finding"
             )
 
 

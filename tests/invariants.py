@@ -24,13 +24,15 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
 from governance.costs.allocation import seen_part, seen_weight
 from governance.costs.contention import allocated_samples
+from governance.costs.job_months import AMOUNTS as JOB_AMOUNTS
+from governance.costs.job_months import KEY as JOB_KEY
 from governance.costs.ledger import AMOUNTS
-from governance.costs.models import AllocatedHour, Charge, LedgerDay, MonthClose, StatementLine
+from governance.costs.models import AllocatedHour, Charge, JobMonth, LedgerDay, MonthClose, StatementLine
 from governance.costs.pricing import mig_share
 from governance.costs.selectors import reconcile
 from governance.costs.summaries import KEY as SUMMARY_KEY
@@ -39,6 +41,7 @@ from governance.fleet.models import Gpu
 from governance.lib.money import to_cents
 from governance.lib.months import Month
 from governance.usage.models import Job, JobGpuHour
+from governance.usage.node_rollups import node_rollups_drift
 
 TWO_CENTS = Decimal("0.02")
 ClosedTotals = dict[tuple[str, int | None, str], Decimal]
@@ -340,9 +343,36 @@ def assert_summaries_equal_ledger() -> None:
     assert not missing and not extra, f"the summary differs from the ledger: ledger {missing}, summary only {extra}"
 
 
+def assert_job_months_equal_ledger() -> None:
+    """Each job's usage rows of a month, summed per team, user and cluster, are the job-month summary's rows."""
+    amounts = {f"s_{a}": Sum(a) for a in JOB_AMOUNTS}
+    ledger = {
+        tuple(r[k] for k in JOB_KEY): (r["n"], r["first"], r["last"], *(r[f"s_{a}"] for a in JOB_AMOUNTS))
+        for r in Charge.objects.filter(kind="usage", job__isnull=False).values(*JOB_KEY)
+        .annotate(n=Count("id"), first=Min("day"), last=Max("day"), **amounts).order_by()
+    }  # fmt: skip
+    summary = [
+        (tuple(r[k] for k in JOB_KEY), (r["rows"], r["first_day"], r["last_day"], *(r[a] for a in JOB_AMOUNTS)))
+        for r in JobMonth.objects.values(*JOB_KEY, "rows", "first_day", "last_day", *JOB_AMOUNTS)
+    ]
+    assert len(summary) == len(dict(summary)), "the job-month summary holds a group twice"
+    missing = {k: v for k, v in ledger.items() if dict(summary).get(k) != v}
+    extra = {k: v for k, v in summary if k not in ledger}
+    assert not missing and not extra, f"the job-months differ from the ledger: ledger {missing}, summary only {extra}"
+
+
+def assert_node_rollups_equal_gpu_hours() -> None:
+    """The heatmap's node rollups, folded by ingest, sum each cluster's GPU-hours (per cluster: a GPU that moved
+    node keeps its earlier hours on the node it reported from)."""
+    drift = node_rollups_drift(per="cluster")
+    assert not any(drift.values()), f"the node rollups differ from the GPU-hours at {drift}"
+
+
 def assert_billing_invariants(before: ClosedTotals | None = None) -> None:
     assert_every_month_reconciles()
     assert_summaries_equal_ledger()
+    assert_job_months_equal_ledger()
+    assert_node_rollups_equal_gpu_hours()
     assert_billed_within_capacity()
     assert_corrections_well_formed()
     assert_printed_totals_add_up()

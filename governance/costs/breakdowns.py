@@ -1,6 +1,8 @@
 """Reads behind the pages, the API and the table CSVs: a month's ledger rows grouped by a column, and its jobs
 ranked by cost or by idle cost. Every figure is an aggregate over month_rows (the ledger, or the frozen lines of
-a closed month), so the same team, month and job show the same amount on every page and export.
+a closed month) or, where no job or user is grouped, over month_sums (an open month's per-day summary, equal to
+the ledger's sums: tests/invariants.py), so the same team, month and job show the same amount on every page and
+export.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.db.models import Max, Q, Sum
+from django.conf import settings
+from django.db.models import Max, Q, QuerySet, Sum
 
 from governance.costs.ledger import UNATTRIBUTED, ZERO, line_name
-from governance.costs.selectors import _currency, month_rows, sku
+from governance.costs.models import JobMonth, LedgerDay
+from governance.costs.selectors import _currency, month_closed, month_rows, month_sums, sku
 from governance.lib.money import printed
 from governance.lib.months import Month
 
@@ -70,15 +74,21 @@ def cost_by(
     *, month: Month, team_ids: Iterable[int | None] | None, by: str, user_name: str | None = None
 ) -> list[Group]:
     """The month's rows of these teams grouped by project, user or GPU model, most cost first."""
-    rows = month_rows(month, team_ids)
-    if user_name is not None:
-        rows = rows.filter(user_name=user_name, kind="usage")
-    currency = _currency(rows)
-    grouped = (
-        rows.values("kind", "corrected_kind", *GROUPS[by])
-        .annotate(h=Sum("gpu_hours"), u=Sum("used_gpu_hours"), c=Sum("cost"), i=Sum("idle_cost"))
-        .order_by()
-    )
+    close = month_closed(month)
+    if by == "user" and close is None:
+        grouped = _by_user(month, team_ids, user_name)
+        currency = max((r["cur"] for r in grouped if r["cur"]), default=None) or settings.GOVERNANCE_DEFAULT_CURRENCY
+    else:
+        # By project or model: the month's summary (the frozen lines once closed); a user's own: the ledger's rows.
+        rows = month_rows(month, team_ids, close) if user_name is not None else month_sums(month, team_ids, close)
+        if user_name is not None:
+            rows = rows.filter(user_name=user_name, kind="usage")
+        currency = _currency(rows)
+        grouped = list(
+            rows.values("kind", "corrected_kind", *GROUPS[by])
+            .annotate(h=Sum("gpu_hours"), u=Sum("used_gpu_hours"), c=Sum("cost"), i=Sum("idle_cost"))
+            .order_by()
+        )
     totals: dict[str, list[Decimal]] = {}
     for r in grouped:
         entry = totals.setdefault(_label(by, r), [ZERO, ZERO, ZERO, ZERO])
@@ -86,6 +96,29 @@ def cost_by(
             entry[n] += r[k] or ZERO
     groups = [Group(key, h, u, c, i, currency) for key, (h, u, c, i) in totals.items()]
     return sorted(groups, key=lambda g: (-g.cost, g.key))
+
+
+def _of_teams(rows: QuerySet, team_ids: Iterable[int | None] | None) -> QuerySet:
+    if team_ids is None:
+        return rows
+    ids = list(team_ids)
+    known = [i for i in ids if i is not None]
+    return rows.filter(Q(team_id__in=known) | Q(team_id__isnull=True) if None in ids else Q(team_id__in=known))
+
+
+def _by_user(month: Month, team_ids: Iterable[int | None] | None, user_name: str | None) -> list[dict]:
+    """An open month's cost by user: the jobs' usage from their per-month sums, every other row (shares,
+    corrections, usage of no job) from the ledger, which an index keeps to those few rows."""
+    ids = None if team_ids is None else list(team_ids)
+    amounts = {"h": Sum("gpu_hours"), "u": Sum("used_gpu_hours"), "c": Sum("cost"), "i": Sum("idle_cost"),
+               "cur": Max("currency")}  # fmt: skip
+    jobs = _of_teams(JobMonth.objects.filter(month=month.start.date()), ids)
+    others = month_rows(month, ids).exclude(kind="usage", job__isnull=False)
+    if user_name is not None:
+        jobs, others = jobs.filter(user_name=user_name), others.filter(user_name=user_name, kind="usage")
+    grouped = [{**r, "kind": "usage", "corrected_kind": ""}
+               for r in jobs.values("user_name").annotate(**amounts).order_by()]  # fmt: skip
+    return grouped + list(others.values("kind", "corrected_kind", "user_name").annotate(**amounts).order_by())
 
 
 def jobs_month(
@@ -99,7 +132,13 @@ def jobs_month(
     limit: int | None = TOP_JOBS,
 ) -> list[JobCost]:
     """The month's jobs of these teams (or of one user, or these jobs) with their charges, by cost or idle cost."""
-    rows = month_rows(month, team_ids).filter(kind="usage", job__isnull=False)
+    close = month_closed(month)
+    # An open month's jobs from their per-month sums (a row per job, not per job-day), grouped the same way.
+    rows = (
+        month_rows(month, team_ids, close).filter(kind="usage", job__isnull=False)
+        if close is not None
+        else _of_teams(JobMonth.objects.filter(month=month.start.date()), team_ids)
+    )
     if user_name is not None:
         rows = rows.filter(user_name=user_name)
     if job_ids is not None:
@@ -223,12 +262,15 @@ class Breakdown:
 
 
 def team_breakdown(*, month: Month, team_id: int) -> Breakdown:
-    rows = month_rows(month, [team_id])
+    rows = month_sums(month, [team_id])
     out = Breakdown(month=month, currency=_currency(rows))
+    summed = rows.model is LedgerDay
+    shared = Sum("shared_cost") if summed else Sum("cost", filter=ON_SHARE)
+    shared_hours = Sum("shared_gpu_hours") if summed else Sum("gpu_hours", filter=ON_SHARE)
     groups = (
         rows.values("kind", "corrected_kind", "project_name", "gpu_model", "mig_profile")
         # the shares first: from then on "cost" and "gpu_hours" name the sums
-        .annotate(shared=Sum("cost", filter=ON_SHARE), shared_hours=Sum("gpu_hours", filter=ON_SHARE))
+        .annotate(shared=shared, shared_hours=shared_hours)
         .annotate(hours=Sum("gpu_hours"), used=Sum("used_gpu_hours"), cost=Sum("cost"), idle=Sum("idle_cost"))
         .order_by()
     )
@@ -256,6 +298,7 @@ def team_breakdown(*, month: Month, team_id: int) -> Breakdown:
         line[1] += cost
         line[2] += idle
     out.at_default_rate = set(
-        rows.filter(kind="usage", at_default_rate=True).values_list("job_ref", flat=True).distinct()
-    )
+        month_rows(month, [team_id]).filter(kind="usage", at_default_rate=True).values_list("job_ref", flat=True)
+        .order_by().distinct()
+    )  # fmt: skip
     return out

@@ -9,7 +9,7 @@ from decimal import Decimal
 from django.db.models import Q, Sum
 
 from governance.costs.ledger import ZERO
-from governance.costs.selectors import _currency, month_rows
+from governance.costs.selectors import _currency, month_sums
 from governance.lib.months import Month
 
 
@@ -27,7 +27,7 @@ class Footprint:
 
 def footprint_by_team(*, month: Month, team_ids: Iterable[int | None] | None = None) -> list[Footprint]:
     """Per team: kWh, kg CO2e and the showback cost (statements carry it, nobody is billed for it)."""
-    rows = month_rows(month, team_ids)
+    rows = month_sums(month, team_ids)
     currency = _currency(rows)
     totals = (
         rows.values("team_id", "team_name")

@@ -1,8 +1,8 @@
 """Month-end forecasts of spend per team, project or cluster, from the ledger's daily sums (never re-priced here).
 
-The daily series is one SQL aggregate over Charge (usage and shares; the unallocated line under the cluster), for
-the month so far and HISTORY_DAYS before it; corrections that landed in the month are known amounts, added as
-they are. The arithmetic is governance/lib/forecast.py.
+The daily series is one SQL aggregate over LedgerDay, the ledger summed per day (usage and shares; the unallocated
+line under the cluster), for the month so far and HISTORY_DAYS before it; corrections that landed in the month are
+known amounts, added as they are. The arithmetic is governance/lib/forecast.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Max, Sum
 
-from governance.costs.models import Charge
+from governance.costs.models import LedgerDay
 from governance.lib.forecast import NAIVE, RECENT, Forecast, month_days, month_forecast
 from governance.lib.money import to_cents
 from governance.lib.months import Month
@@ -79,7 +79,8 @@ def spend_forecast(
     first = month.start.date()
     days = month_days(first)
     as_of = min(max(as_of, first - timedelta(days=1)), days[-1])
-    rows = Charge.objects.filter(day__gte=first - timedelta(days=HISTORY_DAYS), day__lte=as_of)
+    # The ledger's per-day summary: its rows sum the ledger's by day, team, project and cluster.
+    rows = LedgerDay.objects.filter(day__gte=first - timedelta(days=HISTORY_DAYS), day__lte=as_of)
     if group == "team":
         rows = rows.exclude(kind="unallocated")
     elif group == "project":

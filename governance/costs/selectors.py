@@ -137,6 +137,21 @@ class TeamCharge:
         return self.team_id is None and self.team == UNALLOCATED
 
 
+def month_sums(month: Month, team_ids: Iterable[int | None] | None = None, close: MonthClose | None = None) -> QuerySet:
+    """What a month's totals are summed from: the frozen lines once it is closed, else the ledger's per-day summary
+    (a row per cluster, team, project, GPU model and kind a day, not one per job-day). Both have the ledger's key
+    columns and amounts; a share of one GPU is `gpu_share` on a line, `shared_cost`/`shared_gpu_hours` on a summary."""
+    close = close if close is not None else month_closed(month)
+    if close is not None:
+        return month_rows(month, team_ids, close)
+    rows = LedgerDay.objects.filter(month=month.start.date())
+    if team_ids is not None:
+        ids = list(team_ids)
+        known = [i for i in ids if i is not None]
+        rows = rows.filter(Q(team_id__in=known) | Q(team_id__isnull=True) if None in ids else Q(team_id__in=known))
+    return rows
+
+
 def _currency(rows: QuerySet) -> str:
     return rows.aggregate(c=Max("currency"))["c"] or settings.GOVERNANCE_DEFAULT_CURRENCY
 
@@ -256,7 +271,8 @@ def reconcile(*, month: Month) -> Reconciliation:
     month also: its frozen lines + the corrections that landed for it = the month re-priced under its own terms.
     Usage no rate card prices is a problem too, unless finance accepted it when the month closed."""
     close = month_closed(month)
-    ledger = Charge.objects.filter(month=month.start.date()).exclude(kind="adjustment")
+    # The ledger's per-day summary: the same sums by cluster and day as the ledger's rows.
+    ledger = LedgerDay.objects.filter(month=month.start.date()).exclude(kind="adjustment")
     currency = _currency(ledger)
     # Capacity is priced at list, and so is what jobs took of it; commitments are checked on their own.
     at_list = ledger.exclude(kind__in=["unused", "purchase"]).values("cluster_name").annotate(c=Sum("list_cost"))

@@ -1,6 +1,8 @@
-"""Keeps the ledger's per-day summary (`LedgerDay`) equal to the ledger: every pass that writes ledger rows
-re-sums the cluster-days it wrote, in its own transaction, so a page never reads a summary that disagrees with
-the rows it sums. A cluster-day is summed whole: whichever writer touched it, the sums come from the rows."""
+"""Keeps the ledger's summaries equal to the ledger: every pass that writes ledger rows re-sums the cluster-days it
+wrote, in its own transaction, so a page never reads a summary that disagrees with the rows it sums. A
+cluster-day of the per-day summary (`LedgerDay`) is summed whole; so is the month of every job with usage rows on
+those days, or whose rows spanned them (`JobMonth`, governance/costs/job_months.py): whichever writer touched
+them, the sums come from the rows."""
 
 from __future__ import annotations
 
@@ -11,11 +13,15 @@ from django.db import connection
 from django.db.models import Count, Q, Sum, Value
 from django.db.models.functions import Coalesce
 
+from governance.costs.job_months import job_months_rebuild, job_months_refresh
 from governance.costs.ledger import AMOUNTS, ZERO
 from governance.costs.models import Charge, LedgerDay
 from governance.lib.cluster_days import CLUSTER_DAYS, cluster_days_run, days_by_cluster
 
-KEY = ("month", "day", "cluster_id", "cluster_name", "team_id", "team_name", "gpu_model", "kind", "billed", "currency")
+KEY = (
+    "month", "day", "cluster_id", "cluster_name", "team_id", "team_name", "project_id", "project_name", "gpu_model",
+    "mig_profile", "kind", "corrected_kind", "billed", "currency",
+)  # fmt: skip
 # Of the rows on a share of one GPU: how much of a team's month was spent on shared GPUs.
 SHARED = {"shared_gpu_hours": "gpu_hours", "shared_cost": "cost"}
 COLUMNS = ", ".join((*KEY, "rows", *AMOUNTS, *SHARED))
@@ -43,6 +49,7 @@ def ledger_days_refresh(keys: Iterable[tuple[int, date]]) -> None:
     keys = sorted(set(keys))
     if not keys:
         return
+    job_months_refresh(keys)
     if connection.vendor == "postgresql":
         cluster_days_run([DELETE, INSERT], keys)
         return
@@ -55,6 +62,7 @@ def ledger_days_refresh(keys: Iterable[tuple[int, date]]) -> None:
 
 def ledger_days_rebuild() -> None:
     """Sum the whole ledger again (a ledger written by hand, as some tests do; the migration that adds the table)."""
+    job_months_rebuild()
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM costs_ledgerday")

@@ -18,7 +18,7 @@ from decimal import Decimal
 from django.db.models import Sum
 from django.utils import timezone
 
-from governance.costs.models import Charge
+from governance.costs.models import Charge, LedgerDay
 from governance.efficiency.workloads import workload_key
 from governance.lib import format as fmt
 from governance.lib.text import csv_safe
@@ -234,10 +234,12 @@ def projects_to_check(*, team_id: int, days: int = DEFAULT_DAYS, today: date | N
     """The team's projects whose billed work ran on more than one cluster or GPU model in the window (one query)."""
     last = today or timezone.localdate()
     first = last - timedelta(days=days - 1)
+    # The ledger's per-day summary: a row per project, cluster and model a day, not one per job-day.
     pairs = (
-        Charge.objects.filter(kind=Charge.Kind.USAGE, team_id=team_id, day__gte=first, day__lte=last)
+        LedgerDay.objects.filter(kind=Charge.Kind.USAGE, team_id=team_id, day__gte=first, day__lte=last)
         .exclude(project=None)
         .values_list("project_id", "cluster_name", "gpu_model")
+        .order_by()
         .distinct()
     )
     seen: dict[int, int] = defaultdict(int)

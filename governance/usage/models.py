@@ -256,6 +256,45 @@ class ClusterHour(models.Model):
         return f"cluster {self.cluster_id} {self.hour:%Y-%m-%d %H}h"
 
 
+class NodeHour(models.Model):
+    """What one node's GPUs did in one hour, summed from its GPU-hours: the SM sum and the samples that knew SM,
+    so a heatmap cell of several nodes is their SM mean. Folded by ingest in the transaction that upserts the
+    GPU-hours (governance/usage/writer/rollups.py), so the cluster heatmap reads a row per node-hour."""
+
+    node = models.ForeignKey("fleet.Node", on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField()
+    samples = models.PositiveBigIntegerField()
+    sm_samples = models.PositiveBigIntegerField()
+    sm_sum = models.FloatField()
+
+    class Meta:
+        verbose_name = "node-hour"
+        ordering = ["hour"]
+        constraints = [models.UniqueConstraint(fields=["node", "hour"], name="nodehour_unique")]
+
+    def __str__(self) -> str:
+        return f"node {self.node_id} {self.hour:%Y-%m-%d %H}h"
+
+
+class NodeDay(models.Model):
+    """A node's GPU-hours summed over one UTC day, as `NodeHour` sums them over an hour: the heatmap's daily
+    columns read a row per node-day. Folded by ingest with `NodeHour`."""
+
+    node = models.ForeignKey("fleet.Node", on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    samples = models.PositiveBigIntegerField()
+    sm_samples = models.PositiveBigIntegerField()
+    sm_sum = models.FloatField()
+
+    class Meta:
+        verbose_name = "node-day"
+        ordering = ["day"]
+        constraints = [models.UniqueConstraint(fields=["node", "day"], name="nodeday_unique")]
+
+    def __str__(self) -> str:
+        return f"node {self.node_id} {self.day}"
+
+
 class PricingMark(models.Model):
     """A day whose charges ingest (or a change of a job) touched: the worker re-prices it and deletes the mark.
 

@@ -5,7 +5,7 @@ from governance.costs.models.common import DEFAULT_MODEL, HOURS, MONEY
 from governance.costs.models.failures import PricingFailure
 from governance.costs.models.ledger import CapacityDay, Charge, MonthClose, StatementLine
 from governance.costs.models.overclaims import AllocatedHour, OverClaim
-from governance.costs.models.summaries import LedgerDay
+from governance.costs.models.summaries import JobMonth, LedgerDay
 from governance.costs.models.terms import (
     BillingModeTerm,
     Commitment,
@@ -18,6 +18,7 @@ from governance.costs.models.terms import (
 
 __all__ = [
     "DEFAULT_MODEL", "HOURS", "MONEY", "AllocatedHour", "Anomaly", "BillingModeTerm", "Budget", "BudgetAlert",
-    "BudgetRequest", "CapacityDay", "Charge", "Commitment", "DeclaredCapacity", "GridIntensity", "LedgerDay",
+    "BudgetRequest", "CapacityDay", "Charge", "Commitment", "DeclaredCapacity", "GridIntensity", "JobMonth",
+    "LedgerDay",
     "MonthClose", "OverClaim", "OwnedGpuCost", "PricingFailure", "RateCard", "StatementLine", "UnallocatedPolicyTerm",
 ]  # fmt: skip

@@ -186,7 +186,17 @@ class Charge(LineAmounts):
             models.Index(fields=["cluster", "day"], name="charge_cluster_day_idx"),
             models.Index(fields=["job", "day"], name="charge_job_day_idx"),
             models.Index(fields=["corrects"], condition=models.Q(kind="adjustment"), name="charge_corrects_idx"),
-        ]
+            # The few usage rows no rate card priced, which finance's month and a team's month list.
+            models.Index(
+                fields=["month", "team"], condition=models.Q(kind="usage", at_default_rate=True),
+                name="charge_at_default_rate_idx",
+            ),
+            # A month's rows other than jobs' usage (shares, corrections, capacity), which `JobMonth` does not sum.
+            models.Index(
+                fields=["month", "team"], condition=~models.Q(kind="usage", job__isnull=False),
+                name="charge_not_job_usage_idx",
+            ),
+        ]  # fmt: skip
 
     def __str__(self) -> str:
         return f"{self.kind} {self.team_name or self.cluster_name} {self.day}: {self.cost}"

@@ -28,7 +28,7 @@ from governance.costs.breakdowns import Breakdown, corrections_landing, jobs_mon
 from governance.costs.breakdowns import cost_by as ledger_cost_by
 from governance.costs.budget_requests import budget_request_send
 from governance.costs.focus import focus_csv
-from governance.costs.models import Budget, BudgetRequest, Charge
+from governance.costs.models import Budget, BudgetRequest, LedgerDay
 from governance.costs.selectors import (
     ZERO,
     TeamCharge,
@@ -242,8 +242,8 @@ def _leads(user: User, team: Team) -> bool:
 
 def _clusters_of(team: Team, month: Month) -> list[int]:
     """The clusters the team was billed on in the month: the ones its utilisation is set beside."""
-    rows = Charge.objects.filter(team_id=team.pk, month=month.start.date(), cluster_id__isnull=False)
-    return sorted(set(rows.values_list("cluster_id", flat=True).distinct()))
+    rows = LedgerDay.objects.filter(team_id=team.pk, month=month.start.date(), cluster_id__isnull=False)
+    return sorted(set(rows.values_list("cluster_id", flat=True).order_by().distinct()))
 
 
 @login_required

@@ -1,4 +1,5 @@
-"""Fold a batch's hour aggregate into both hourly rollups and mark the days it touched for pricing."""
+"""Fold a batch's hour aggregate into the hourly rollups and the node rollups, and mark the days it touched for
+pricing."""
 
 from __future__ import annotations
 
@@ -41,6 +42,25 @@ ON CONFLICT (gpu_id, hour) DO UPDATE SET
     {_folded("usage_gpuhour", GPU_HOUR_FOLDS)}
 """
 
+# The node rollups the heatmap reads, summed from the same aggregate in the same transaction: a reading skipped
+# as stored before is in none of the three, so they agree under replays. Locks in key order, as above.
+NODE_FOLDS = {"samples": "sum", "sm_samples": "sum", "sm_sum": "sum"}
+_NODE_SUMS = "sum(s.samples), sum(s.sm_samples), sum(s.sm_sum)"
+UPSERT_NODE_HOURS = f"""
+INSERT INTO usage_nodehour (node_id, hour, {", ".join(NODE_FOLDS)})
+SELECT g.node_id, s.hour, {_NODE_SUMS} FROM {HOUR_STAGE} s JOIN fleet_gpu g ON g.id = s.gpu_id
+GROUP BY g.node_id, s.hour ORDER BY g.node_id, s.hour
+ON CONFLICT (node_id, hour) DO UPDATE SET
+    {_folded("usage_nodehour", NODE_FOLDS)}
+"""
+UPSERT_NODE_DAYS = f"""
+INSERT INTO usage_nodeday (node_id, day, {", ".join(NODE_FOLDS)})
+SELECT g.node_id, {{day}}, {_NODE_SUMS} FROM {HOUR_STAGE} s JOIN fleet_gpu g ON g.id = s.gpu_id
+GROUP BY g.node_id, {{day}} ORDER BY g.node_id, {{day}}
+ON CONFLICT (node_id, day) DO UPDATE SET
+    {_folded("usage_nodeday", NODE_FOLDS)}
+"""
+DAY_OF_HOUR = {"postgresql": "(s.hour AT TIME ZONE 'UTC')::date", "sqlite": "date(s.hour)"}
 
 # The days the batch touched, for the pricing worker: each job's day, and each cluster's day (no job) for the
 # capacity its GPUs add. Appended, never updated: no lock, no wait on pricing.
@@ -54,6 +74,10 @@ SELECT DISTINCT s.job_id, g.cluster_id, date(s.hour) FROM {HOUR_STAGE} s JOIN fl
 
 
 def rollups_fold() -> None:
-    """Fold the aggregate `samples_write` left into both hourly rollups (row locks in key order), and mark the
-    days it touched for pricing."""
-    execute_in_turn([for_vendor(UPSERT_JOB_HOURS), for_vendor(UPSERT_GPU_HOURS), MARK_DAYS[connection.vendor]])
+    """Fold the aggregate `samples_write` left into the hourly rollups and the node rollups (row locks in key
+    order), and mark the days it touched for pricing."""
+    day = DAY_OF_HOUR[connection.vendor]
+    execute_in_turn([
+        for_vendor(UPSERT_JOB_HOURS), for_vendor(UPSERT_GPU_HOURS), for_vendor(UPSERT_NODE_HOURS),
+        UPSERT_NODE_DAYS.format(day=day, greatest="GREATEST"), MARK_DAYS[connection.vendor],
+    ])  # fmt: skip
