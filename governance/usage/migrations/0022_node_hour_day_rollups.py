@@ -24,7 +24,7 @@ def sum_the_gpu_hours(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("fleet", "0005_node_topology"),
-        ("usage", "0020_job_runs_db_default"),
+        ("usage", "0021_job_own_sm"),
     ]
 
     operations = [

@@ -35,10 +35,10 @@ def sum_the_ledger_again(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("costs", "0017_ledger_gpu_share"),
+        ("costs", "0018_gpu_share_backfill"),
         ("fleet", "0005_node_topology"),
         ("org", "0003_edge_oidc_identity"),
-        ("usage", "0021_node_hour_day_rollups"),
+        ("usage", "0022_node_hour_day_rollups"),
     ]
 
     operations = [
