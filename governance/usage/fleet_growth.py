@@ -31,13 +31,27 @@ def _weight(mig_profile: str | None) -> Fraction:
     return MIG_SHARE if mig_profile else Fraction(1)
 
 
-def fleet_growth_check(*, batch: Batch, token_id: int | None, now: datetime) -> None:
-    """Raise BatchInvalid, naming the records, where the batch's samples break a bound above. `token_id` None (an
-    operator's import) is bound per node only."""
+def first_samples(batch: Batch) -> dict[tuple[str, str], tuple[int, SampleRecord]]:
+    """(cluster, GPU uuid) -> (position, record) of each GPU's first sample in the batch."""
     first: dict[tuple[str, str], tuple[int, SampleRecord]] = {}
     for i, r in enumerate(batch.records):
         if type(r) is SampleRecord and (r.cluster, r.gpu_uuid) not in first:
             first[(r.cluster, r.gpu_uuid)] = (i, r)
+    return first
+
+
+def fleet_growth_check(
+    *,
+    batch: Batch,
+    token_id: int | None,
+    now: datetime,
+    first: dict[tuple[str, str], tuple[int, SampleRecord]] | None = None,
+) -> None:
+    """Raise BatchInvalid, naming the records, where the batch's samples break a bound above. `token_id` None (an
+    operator's import) is bound per node only. `first`: the batch's `first_samples`, when the caller found them
+    already (governance/usage/prepared.py's one pass over the records)."""
+    if first is None:
+        first = first_samples(batch)
     if not first:
         return
     clusters = {c for c, _ in first}

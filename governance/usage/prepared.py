@@ -19,7 +19,7 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 
@@ -73,6 +73,9 @@ class Header(msgspec.Struct, array_like=True):
 class Prepared:
     header: Header
     rows: list[tuple] | memoryview  # staging rows, or the same rows already in binary COPY format
+    # (cluster, GPU uuid) -> (position in the batch's records, record) of each GPU's first sample, for the fleet's
+    # bounds (governance/usage/fleet_growth.py); what `prepare` found on its way, never stored.
+    first_samples: dict[tuple[str, str], tuple[int, SampleRecord]] = field(default_factory=dict)
 
 
 _header_encoder = msgspec.msgpack.Encoder()
@@ -89,16 +92,18 @@ def prepare(batch: Batch) -> Prepared:
     gpu_ix: dict[tuple[str, str], int] = {}
     latest: list[SampleRecord] = []
     first: list[datetime] = []
+    first_samples: dict[tuple[str, str], tuple[int, SampleRecord]] = {}
     job_ix: dict[tuple[str, str], int] = {}
     job_models: list[str] = []
     rows: list[tuple] = []
-    for r in batch.records:  # once per record: keep it lean
+    for i, r in enumerate(batch.records):  # once per record: keep it lean
         if type(r) is not SampleRecord:
             jobs.append(cast(JobRecord, r))
             continue
         key = (r.cluster, r.gpu_uuid)
         g = gpu_ix.get(key)
         if g is None:
+            first_samples[key] = (i, r)
             latest.append(r)
             first.append(r.ts)
             g = gpu_ix[key] = len(latest)
@@ -131,7 +136,7 @@ def prepare(batch: Batch) -> Prepared:
             s.mig_profile or "", seen, s.ts,
         ))  # fmt: skip
     job_keys = [(c, j, model) for (c, j), model in zip(job_ix, job_models, strict=True)]
-    return Prepared(Header(jobs=jobs, gpus=gpus, job_keys=job_keys, samples=len(rows)), rows)
+    return Prepared(Header(jobs=jobs, gpus=gpus, job_keys=job_keys, samples=len(rows)), rows, first_samples)
 
 
 class _Collect(Writer):
