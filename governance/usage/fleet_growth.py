@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from collectors.records import Batch, BatchInvalid, RecordError, SampleRecord
 from governance.fleet.models import Gpu
@@ -31,42 +31,61 @@ def _weight(mig_profile: str | None) -> Fraction:
     return MIG_SHARE if mig_profile else Fraction(1)
 
 
-def fleet_growth_check(*, batch: Batch, token_id: int | None, now: datetime) -> None:
-    """Raise BatchInvalid, naming the records, where the batch's samples break a bound above. `token_id` None (an
-    operator's import) is bound per node only."""
+def first_samples(batch: Batch) -> dict[tuple[str, str], tuple[int, SampleRecord]]:
+    """(cluster, GPU uuid) -> (position, record) of each GPU's first sample in the batch."""
     first: dict[tuple[str, str], tuple[int, SampleRecord]] = {}
     for i, r in enumerate(batch.records):
         if type(r) is SampleRecord and (r.cluster, r.gpu_uuid) not in first:
             first[(r.cluster, r.gpu_uuid)] = (i, r)
+    return first
+
+
+def fleet_growth_check(
+    *,
+    batch: Batch,
+    token_id: int | None,
+    now: datetime,
+    first: dict[tuple[str, str], tuple[int, SampleRecord]] | None = None,
+) -> None:
+    """Raise BatchInvalid, naming the records, where the batch's samples break a bound above. `token_id` None (an
+    operator's import) is bound per node only. `first`: the batch's `first_samples`, when the caller found them
+    already (governance/usage/prepared.py's one pass over the records)."""
+    if first is None:
+        first = first_samples(batch)
     if not first:
         return
-    clusters = {c for c, _ in first}
-    known = set(
-        Gpu.objects.filter(cluster__name__in=clusters, uuid__in={u for _, u in first}).values_list(
-            "cluster__name", "uuid"
-        )
-    )
-    errors = _per_node(first, clusters, now) + _per_token(first, known, token_id, now)
+    nodes = {(c, r.node) for (c, _), (_, r) in first.items()}
+    # One query for both bounds: the batch's GPUs known already, and the GPUs on the batch's nodes.
+    rows = Gpu.objects.filter(
+        Q(uuid__in={u for _, u in first}) | Q(node__name__in={n for _, n in nodes}),
+        cluster__name__in={c for c, _ in first},
+    ).values_list("cluster__name", "node__name", "uuid", "mig_profile", "last_seen_at")
+    known: set[tuple[str, str]] = set()
+    present = now - timedelta(hours=settings.GOVERNANCE_GPU_GONE_AFTER_HOURS)
+    held: dict[tuple[str, str], dict[str, Fraction]] = defaultdict(dict)
+    for cluster, node, uuid, profile, last_seen in rows:
+        if (cluster, uuid) in first:
+            known.add((cluster, uuid))
+        if last_seen >= present and (cluster, node) in nodes:
+            held[(cluster, node)][uuid] = _weight(profile)
+    errors = _per_node(first, held) + _per_token(first, known, token_id, now)
     if errors:
         raise BatchInvalid(errors[:MAX_ERRORS])
 
 
-def _per_node(first: dict[tuple[str, str], tuple[int, SampleRecord]], clusters: set[str], now: datetime) -> list:
+def _per_node(
+    first: dict[tuple[str, str], tuple[int, SampleRecord]], held: dict[tuple[str, str], dict[str, Fraction]]
+) -> list:
+    """`held`: (cluster, node) -> {uuid: weight} of the GPUs each of the batch's nodes reported lately."""
     limit = settings.FLEET_MAX_GPUS_PER_NODE
-    nodes = {(c, r.node) for (c, _), (_, r) in first.items()}
-    held: dict[tuple[str, str], dict[str, Fraction]] = defaultdict(dict)
-    present = now - timedelta(hours=settings.GOVERNANCE_GPU_GONE_AFTER_HOURS)
-    rows = Gpu.objects.filter(
-        cluster__name__in=clusters, node__name__in={n for _, n in nodes}, last_seen_at__gte=present
-    ).values_list("cluster__name", "node__name", "uuid", "mig_profile")
-    for cluster, node, uuid, profile in rows:
-        if (cluster, node) in nodes:
-            held[(cluster, node)][uuid] = _weight(profile)
     errors = []
+    # Each node's count kept as it grows (a scrape of a large cluster names thousands of nodes' GPUs).
+    counts = {node: sum(gpus.values(), Fraction(0)) for node, gpus in held.items()}
     for (cluster, uuid), (i, r) in sorted(first.items(), key=lambda item: item[1][0]):
         on_node = held[(cluster, r.node)]
-        on_node[uuid] = _weight(r.mig_profile)
-        count = sum(on_node.values(), Fraction(0))
+        weight = _weight(r.mig_profile)
+        count = counts[(cluster, r.node)] = counts.get((cluster, r.node), 0) + weight - on_node.get(uuid, 0)
+        on_node[uuid] = weight
         if count > limit:
             reason = TOO_MANY_ON_NODE.format(node=r.node, count=int(count) + (count.denominator != 1), limit=limit)
             errors.append(RecordError(index=i, field="gpu_uuid", reason=reason))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import date, datetime, timedelta
 
+from django.db import connection
 from django.db.models import Max
 from django.utils import timezone
 
@@ -59,14 +60,39 @@ def job_days_mark(
     jobs = [j for j in jobs if j[2] is not None]
     new, sampled = set(new), set(sampled)
     seen = _last_samples([pk for pk, _, _, end in jobs if end is None and pk in new])
-    marks = []
+    spans = []
     for pk, cluster_id, start, end in jobs:
         assert start is not None
         last = job_last_marked(start=start, end=end, new=pk in new, last_sample=seen.get(pk), sampled=pk in sampled,
                                now=now)  # fmt: skip
-        day = max(start.date(), last - timedelta(days=MAX_MARKED_DAYS))
-        while day <= last:
-            marks.append(PricingMark(job_id=pk, cluster_id=cluster_id, day=day))
-            day += timedelta(days=1)
+        first = max(start.date(), last - timedelta(days=MAX_MARKED_DAYS))
+        if first <= last:
+            spans.append((pk, cluster_id, first, last))
+    return _spans_mark(spans)
+
+
+# A job's days as one INSERT ... SELECT (PostgreSQL): a job marked from its start to now names every day of its
+# life, and a model instance per day cost more than the rest of the batch's job records.
+MARK_SPANS = """
+INSERT INTO usage_pricingmark (job_id, cluster_id, day)
+SELECT s.job_id, s.cluster_id, d::date
+FROM unnest(%s::int8[], %s::int8[], %s::date[], %s::date[]) AS s (job_id, cluster_id, first, last),
+    generate_series(s.first::timestamp, s.last::timestamp, interval '1 day') AS d
+"""
+
+
+def _spans_mark(spans: list[tuple[int, int, date, date]]) -> int:
+    """Mark each day from `first` to `last` (both included) of each (job id, cluster id, first, last)."""
+    if not spans:
+        return 0
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(MARK_SPANS, [list(column) for column in zip(*spans, strict=True)])
+            return cursor.rowcount
+    marks = [
+        PricingMark(job_id=pk, cluster_id=cluster_id, day=first + timedelta(days=n))
+        for pk, cluster_id, first, last in spans
+        for n in range((last - first).days + 1)
+    ]
     PricingMark.objects.bulk_create(marks, batch_size=5000)
     return len(marks)

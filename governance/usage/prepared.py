@@ -16,10 +16,9 @@ On SQLite the inbox keeps the JSON body and the worker prepares it after decodin
 
 from __future__ import annotations
 
-import io
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 
@@ -77,6 +76,9 @@ class Prepared:
     header: Header
     rows: list[tuple] | memoryview  # staging rows, or the same rows already in binary COPY format
     readings: int = len(READINGS)  # how many of READINGS each row carries (fewer in an earlier release's payload)
+    # (cluster, GPU uuid) -> (position in the batch's records, record) of each GPU's first sample, for the fleet's
+    # bounds (governance/usage/fleet_growth.py); what `prepare` found on its way, never stored.
+    first_samples: dict[tuple[str, str], tuple[int, SampleRecord]] = field(default_factory=dict)
 
 
 _header_encoder = msgspec.msgpack.Encoder()
@@ -93,16 +95,18 @@ def prepare(batch: Batch) -> Prepared:
     gpu_ix: dict[tuple[str, str], int] = {}
     latest: list[SampleRecord] = []
     first: list[datetime] = []
+    first_samples: dict[tuple[str, str], tuple[int, SampleRecord]] = {}
     job_ix: dict[tuple[str, str], int] = {}
     job_models: list[str] = []
     rows: list[tuple] = []
-    for r in batch.records:  # once per record: keep it lean
+    for i, r in enumerate(batch.records):  # once per record: keep it lean
         if type(r) is not SampleRecord:
             jobs.append(cast(JobRecord, r))
             continue
         key = (r.cluster, r.gpu_uuid)
         g = gpu_ix.get(key)
         if g is None:
+            first_samples[key] = (i, r)
             latest.append(r)
             first.append(r.ts)
             g = gpu_ix[key] = len(latest)
@@ -135,15 +139,23 @@ def prepare(batch: Batch) -> Prepared:
             s.mig_profile or "", seen, s.ts,
         ))  # fmt: skip
     job_keys = [(c, j, model) for (c, j), model in zip(job_ix, job_models, strict=True)]
-    return Prepared(Header(jobs=jobs, gpus=gpus, job_keys=job_keys, samples=len(rows)), rows)
+    return Prepared(
+        Header(jobs=jobs, gpus=gpus, job_keys=job_keys, samples=len(rows)), rows, first_samples=first_samples
+    )
 
 
 class _Collect(Writer):
+    """Keeps the buffers psycopg hands over (each a new object, never reused by it) and joins them once: a BytesIO
+    growing by 32 KiB writes cost more than the rows' formatting."""
+
     def __init__(self) -> None:
-        self.out = io.BytesIO()
+        self.chunks: list[bytes | bytearray | memoryview] = []
 
     def write(self, data) -> None:
-        self.out.write(data)
+        self.chunks.append(data)
+
+    def getvalue(self) -> bytes:
+        return b"".join(self.chunks)
 
 
 def encode(prepared: Prepared, connection: psycopg.Connection) -> bytes:
@@ -153,14 +165,14 @@ def encode(prepared: Prepared, connection: psycopg.Connection) -> bytes:
     """
     header = _header_encoder.encode(prepared.header)
     writer = _Collect()
-    writer.out.write(MAGIC + _HEADER_LENGTH.pack(len(header)) + header)
+    writer.write(MAGIC + _HEADER_LENGTH.pack(len(header)) + header)
     with psycopg.Cursor(connection) as cursor, Copy(cursor, binary=True, writer=writer) as copy:
         copy.set_types(STAGE_TYPES)
         rows = prepared.rows
         assert not isinstance(rows, memoryview)  # what prepare() made, not rows already encoded
         for row in rows:
             copy.write_row(row)
-    return writer.out.getvalue()
+    return writer.getvalue()
 
 
 def decode(payload: bytes | memoryview) -> Prepared:

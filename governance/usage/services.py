@@ -108,20 +108,27 @@ def usage_batch_receive(
     with writer.gc_paused():
         batch = decode_batch(body)
         batch_check(batch=batch, clusters=clusters)
-        fleet_growth_check(batch=batch, token_id=token_id, now=timezone.now())
-        return usage_batch_store(batch=batch, body=body, source=IngestBatch.Source.API, token_id=token_id)
+        ready = prepared.prepare(batch)  # its pass over the records also finds what the fleet's bounds check
+        fleet_growth_check(batch=batch, token_id=token_id, now=timezone.now(), first=ready.first_samples)
+        return usage_batch_store(
+            batch=batch, body=body, source=IngestBatch.Source.API, token_id=token_id, prepared_batch=ready
+        )
 
 
-def usage_batch_store(*, batch: Batch, body: bytes, source: str, token_id: int | None = None) -> Receipt:
+def usage_batch_store(
+    *, batch: Batch, body: bytes, source: str, token_id: int | None = None, prepared_batch: Prepared | None = None
+) -> Receipt:
     """Store an already validated batch; once this returns, the batch is durable and will be processed.
 
-    PostgreSQL stores the batch prepared (parsed here, once, and never again); SQLite stores the JSON.
+    PostgreSQL stores the batch prepared (parsed here, once, and never again; `prepared_batch`: `batch` prepared
+    already); SQLite stores the JSON.
     """
     digest = hashlib.sha256(body).hexdigest()
     stored, form = body, IngestBatch.Format.JSON
     if connection.vendor == "postgresql":
         connection.ensure_connection()
-        stored, form = prepared.encode(prepared.prepare(batch), connection.connection), IngestBatch.Format.PREPARED
+        ready = prepared_batch or prepared.prepare(batch)
+        stored, form = prepared.encode(ready, connection.connection), IngestBatch.Format.PREPARED
     try:
         with transaction.atomic():
             inbox_pk = writer.inbox_insert(

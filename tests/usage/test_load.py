@@ -115,3 +115,40 @@ def test_batches_of_one_cluster_processed_side_by_side_neither_deadlock_nor_doub
     assert sum(GpuHour.objects.values_list("samples", flat=True)) == batches * steps * gpus
     per_job = JobGpuHour.objects.order_by().values_list("job__external_id").annotate(n=Sum("samples"))
     assert dict(per_job) == {"shared-0": batches * steps * gpus // 2, "shared-1": batches * steps * gpus // 2}
+
+
+def test_batches_resending_each_others_readings_side_by_side_store_and_count_each_reading_once(monkeypatch):
+    """Each batch re-sends half of the previous one's readings: workers meet on the same (GPU, time) keys, the plain
+    insert of one waits for the other's and falls back to ON CONFLICT; every reading lands once, every batch once."""
+    from django.db import connection
+
+    from governance.usage import services
+
+    monkeypatch.setattr(services, "_enqueue", lambda pk: None)  # the test's threads are the workers
+    start, gpus, steps, batches = at("2026-11-03T00:00:00Z"), 8, 40, 12
+    pks = []
+    for b in range(batches):
+        records = [
+            sample_record(gpu_uuid=f"GPU-again-{g}", node=f"node-{g % 2}", job_id=f"again-{g % 2}",
+                          ts=iso(start + timedelta(seconds=(b * steps // 2 + t) * 10)))
+            for t in range(steps) for g in range(gpus)
+        ]  # fmt: skip
+        body = {"batch_id": str(uuid.uuid4()), "collector": "again", "records": records}
+        receipt = services.usage_batch_receive(body=json.dumps(body).encode())
+        pks.append(IngestBatch.objects.get(batch_id=receipt.batch_id).pk)
+
+    def work(pk: int) -> None:
+        try:
+            services.usage_batch_process(inbox_pk=pk)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(work, pks))
+
+    readings = (batches + 1) * steps // 2 * gpus
+    assert set(IngestBatch.objects.values_list("attempts", "last_error")) == {(1, "")}
+    assert IngestBatch.objects.filter(processed_at__isnull=True).count() == 0
+    assert Sample.objects.count() == readings
+    assert sum(GpuHour.objects.values_list("samples", flat=True)) == readings
+    assert sum(JobGpuHour.objects.values_list("samples", flat=True)) == readings

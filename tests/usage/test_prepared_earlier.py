@@ -23,7 +23,7 @@ def earlier_payload(batch: prepared.Prepared, magic: bytes, readings: int) -> by
     """What prepared.encode wrote in the release of `magic`: rows of the first `readings` readings."""
     header = prepared._header_encoder.encode(batch.header)
     writer = prepared._Collect()
-    writer.out.write(magic + prepared._HEADER_LENGTH.pack(len(header)) + header)
+    writer.write(magic + prepared._HEADER_LENGTH.pack(len(header)) + header)
     width = 3 + readings
     with (
         prepared.psycopg.Cursor(connection.connection) as cursor,
@@ -33,7 +33,7 @@ def earlier_payload(batch: prepared.Prepared, magic: bytes, readings: int) -> by
         assert not isinstance(batch.rows, memoryview)
         for row in batch.rows:
             copy.write_row(row[:width])
-    return writer.out.getvalue()
+    return writer.getvalue()
 
 
 def test_a_ggp1_payload_writes_its_samples_and_rollups_with_the_jobs_own_sm_unknown():

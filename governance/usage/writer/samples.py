@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 
 from governance.usage import prepared
 from governance.usage.writer.sql import (
@@ -58,6 +59,16 @@ WITH written AS (
 {AGGREGATE_HOURS.format(**{**POSTGRES_TERMS, **_WRITTEN})}
 """
 
+# PostgreSQL, first try: a batch of readings none of which is stored yet (the usual case) goes in by a plain
+# INSERT, which the unique index checks as it writes, and is aggregated straight from the stage. Skipping the
+# ON CONFLICT arbiter's speculative insertion and the RETURNING of every row halves what the insert costs. A
+# reading stored before (or twice in the batch) fails the statement: `samples_write` rolls back to a savepoint
+# and writes the batch by WRITE_SAMPLES_POSTGRES instead.
+WRITE_NEW_SAMPLES_POSTGRES = f"""
+{INSERT_SAMPLES.format(**POSTGRES_TERMS, stage=STAGE)};
+{AGGREGATE_HOURS.format(**POSTGRES_TERMS, stage=STAGE)}
+"""
+
 # SQLite (one writer at a time): the staged readings already stored, or staged twice, leave the stage first.
 UNSTAGE_STORED_SQLITE = (
     "DELETE FROM {stage} WHERE rowid NOT IN (SELECT min(rowid) FROM {stage} GROUP BY gpu_id, ts)",
@@ -77,6 +88,12 @@ def samples_write(
     params: dict[str, object] = {"idle": settings.GOVERNANCE_IDLE_SM_PERCENT}
     if connection.vendor == "postgresql":
         params.update(gpu_ids=gpu_ids, job_ids=job_ids)
-        execute_in_turn([WRITE_SAMPLES_POSTGRES], params)
+        try:
+            with transaction.atomic():  # a savepoint: a duplicate undoes the plain insert only
+                execute_in_turn([WRITE_NEW_SAMPLES_POSTGRES], params)
+        except IntegrityError as exc:
+            if not isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                raise
+            execute_in_turn([WRITE_SAMPLES_POSTGRES], params)
         return
     execute_in_turn([for_vendor(s) for s in (*UNSTAGE_STORED_SQLITE, INSERT_SAMPLES, AGGREGATE_HOURS)], params)
