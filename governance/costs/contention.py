@@ -77,7 +77,7 @@ def contended_days(
     """The contended cluster-days among those this pass touches, with their inputs; adds every job of each of them
     to `job_days`."""
     keys = set(cluster_days)
-    for pk, cid in Job.objects.filter(pk__in=list(job_days)).values_list("pk", "cluster_id"):
+    for pk, cid in Job.objects.filter(pk__in=list(job_days)).order_by().values_list("pk", "cluster_id"):
         keys.update((cid, d) for d in job_days[pk])
     if not keys:
         return {}
