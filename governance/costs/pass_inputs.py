@@ -10,6 +10,7 @@ from django.db.models import Count, Max, Sum
 
 from governance.costs.contention import shared_seen
 from governance.costs.ledger import DAY, HourUse, JobFacts, day_start
+from governance.fleet.models import Gpu
 from governance.lib.run_spans import runs_of
 from governance.usage.models import Job, JobGpuHour
 
@@ -18,24 +19,32 @@ def jobs_read(ids: Iterable[int]) -> dict[int, JobFacts]:
     ids = list(ids)
     if not ids:
         return {}
-    profiles = dict(
+    out = {}
+    rows = list(Job.objects.filter(pk__in=ids).order_by().values_list(
+        "pk", "external_id", "cluster_id", "cluster__name", "user_name", "gpus", "gpu_model", "start_time",
+        "end_time", "project_id", "project__name", "project__team_id", "project__team__name", "source_token_id",
+        "source_token__name", "runs",
+    ))  # fmt: skip
+    profiles = _mig_profiles(ids, {r[2] for r in rows})
+    for pk, ref, cid, cluster, user, gpus, model, start, end, pid, project, team_id, team, tid, tname, ran in rows:
+        out[pk] = JobFacts(pk, ref, cid, cluster, user, gpus, model, start, end, pid, project or "", team_id,
+                           team or "", profiles.get(pk, ""), tid, tname or "",
+                           runs_of(ran, start, end) if ran else None)  # fmt: skip
+    return out
+
+
+def _mig_profiles(ids: list[int], cluster_ids: set[int]) -> dict[int, str]:
+    """The MIG profile each job held, read only where the jobs' clusters have MIG slices: otherwise every rollup of
+    every job of the pass would be read to find none."""
+    if not Gpu.objects.filter(cluster_id__in=cluster_ids).exclude(mig_profile="").exists():
+        return {}
+    return dict(
         JobGpuHour.objects.filter(job_id__in=ids)
         .exclude(gpu__mig_profile="")
         .values("job_id")
         .annotate(profile=Max("gpu__mig_profile"))
         .values_list("job_id", "profile")
     )
-    out = {}
-    rows = Job.objects.filter(pk__in=ids).order_by().values_list(
-        "pk", "external_id", "cluster_id", "cluster__name", "user_name", "gpus", "gpu_model", "start_time",
-        "end_time", "project_id", "project__name", "project__team_id", "project__team__name", "source_token_id",
-        "source_token__name", "runs",
-    )  # fmt: skip
-    for pk, ref, cid, cluster, user, gpus, model, start, end, pid, project, team_id, team, tid, tname, ran in rows:
-        out[pk] = JobFacts(pk, ref, cid, cluster, user, gpus, model, start, end, pid, project or "", team_id,
-                           team or "", profiles.get(pk, ""), tid, tname or "",
-                           runs_of(ran, start, end) if ran else None)  # fmt: skip
-    return out
 
 
 def hour_use_read(jobs: dict[int, JobFacts], job_days: dict[int, set[date]]) -> dict[tuple[int, date], list[HourUse]]:

@@ -26,6 +26,7 @@ from governance.costs.commitment_rows import commitment_days_refresh, commitment
 from governance.costs.contended import contended_rows
 from governance.costs.contention import contended_days, inventory
 from governance.costs.failures import Failed, job_day_failed, pricing_failures_record
+from governance.costs.job_lookup import job_clusters_of
 from governance.costs.ledger import (
     DAY,
     Allocated,
@@ -45,7 +46,6 @@ from governance.costs.summaries import ledger_days_refresh
 from governance.costs.terms import SHARE, TermsByMonth
 from governance.fleet.models import Cluster
 from governance.lib.enqueue import enqueue_on_commit
-from governance.usage.models import Job
 from governance.usage.utilisation import cluster_hours_refresh
 
 logger = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ def _billed_past_end(job_days: dict[int, set[date]]) -> None:
 
 
 def _job_clusters(job_days: dict[int, set[date]]) -> set[int]:
-    return set(Job.objects.filter(pk__in=list(job_days)).order_by().values_list("cluster_id", flat=True).distinct())
+    return set(job_clusters_of(job_days).values())
 
 
 def _shared_months(keys: set[tuple[int, date]], terms: TermsByMonth, now: datetime) -> set[tuple[int, date]]:
