@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0005_node_topology'),
-        ('usage', '0020_job_runs_db_default'),
+        ("fleet", "0005_node_topology"),
+        ("usage", "0020_job_runs_db_default"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='pricingmark',
-            index=models.Index(fields=['day', 'cluster', 'id'], name='pricingmark_claim_idx'),
+            model_name="pricingmark",
+            index=models.Index(fields=["day", "cluster", "id"], name="pricingmark_claim_idx"),
         ),
     ]
