@@ -81,6 +81,12 @@ INSERT INTO usage_pricingmark (job_id, cluster_id, day, created_at)
 SELECT h.job_id, g.cluster_id, h.hour::date, now() FROM bench_held h JOIN fleet_gpu g ON g.id = h.gpu_id;
 """
 
+# The seeded tables' statistics, as a fleet's tables have them (autovacuum never sees rows a transaction holds).
+ANALYZE = (
+    "ANALYZE fleet_node; ANALYZE fleet_gpu; ANALYZE usage_job; ANALYZE usage_jobgpuhour; ANALYZE usage_gpuhour;"
+    " ANALYZE usage_pricingmark"
+)
+
 
 class _Rollback(Exception):
     pass
@@ -129,7 +135,7 @@ def _month(out: Out, gpus: int, paces: dict[str, dict[int, float]]) -> None:
     began = time.perf_counter()
     params = _params(gpus, f"bench-{gpus}", start, MONTH.end - timedelta(hours=1))
     _execute(FLEET + MONTH_JOBS + ROLLUPS + MARK, params)
-    _execute("ANALYZE usage_job; ANALYZE usage_jobgpuhour; ANALYZE usage_gpuhour; ANALYZE usage_pricingmark", {})
+    _execute(ANALYZE, {})
     out(f"pricing_seed_{gpus}_s", round(time.perf_counter() - began, 1))
 
     now = MONTH.end + timedelta(days=1)
@@ -180,7 +186,7 @@ def _fleet_hour(out: Out, gpus: int) -> None:
         " SELECT NULL, id, %(hour)s::date, now() FROM fleet_cluster WHERE name = %(cluster)s;",
         {**params, "hour": hour, "day": hour.replace(hour=0)},
     )
-    _execute("ANALYZE usage_job; ANALYZE usage_jobgpuhour; ANALYZE usage_gpuhour; ANALYZE usage_pricingmark", {})
+    _execute(ANALYZE, {})
     out("price_fleet_hour_seed_s", round(time.perf_counter() - began, 1))
     began = time.perf_counter()
     done = charges_reprice(now=hour + timedelta(hours=1, minutes=1))

@@ -35,7 +35,8 @@ def job_days_widen(job_days: dict[int, set[date]], cluster_days: set[tuple[int, 
         return
     clusters = dict(Cluster.objects.filter(name__in=names).values_list("pk", "name"))
     touched = set(cluster_days)
-    for pk, cid in Job.objects.filter(pk__in=list(job_days), cluster_id__in=clusters).values_list("pk", "cluster_id"):
+    on_committed = Job.objects.filter(pk__in=list(job_days), cluster_id__in=clusters).order_by()
+    for pk, cid in on_committed.values_list("pk", "cluster_id"):
         touched.update((cid, d) for d in job_days[pk])
     for cid, day in touched:
         teams = {c.team_id for c in _in_force(terms, clusters.get(cid, ""), day)}

@@ -31,6 +31,7 @@ from governance.costs.allocation import (
     seen_weight,
     window,
 )
+from governance.costs.job_lookup import job_clusters_of
 from governance.costs.ledger import DAY, HOUR, day_start, month_of
 from governance.costs.models import Charge, OverClaim
 from governance.costs.terms import TermsByMonth
@@ -77,7 +78,7 @@ def contended_days(
     """The contended cluster-days among those this pass touches, with their inputs; adds every job of each of them
     to `job_days`."""
     keys = set(cluster_days)
-    for pk, cid in Job.objects.filter(pk__in=list(job_days)).values_list("pk", "cluster_id"):
+    for pk, cid in job_clusters_of(job_days).items():
         keys.update((cid, d) for d in job_days[pk])
     if not keys:
         return {}

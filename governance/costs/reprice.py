@@ -11,27 +11,26 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, F, Max, Q, Sum
+from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from governance.costs import corrections
+from governance.costs.claims import marks_claim
 from governance.costs.commitment_rows import commitment_days_refresh, commitments_apply, job_days_widen
 from governance.costs.contended import contended_rows
-from governance.costs.contention import contended_days, inventory, shared_seen
+from governance.costs.contention import contended_days, inventory
 from governance.costs.failures import Failed, job_day_failed, pricing_failures_record
+from governance.costs.job_lookup import job_clusters_of
 from governance.costs.ledger import (
     DAY,
     Allocated,
     Capacity,
-    HourUse,
-    JobFacts,
     day_capacity,
     day_start,
     job_day_rows,
@@ -42,27 +41,22 @@ from governance.costs.ledger_writes import WRITE_BATCH, rows_insert, usage_repla
 from governance.costs.locks import lock_cluster_days, lock_jobs, lock_months
 from governance.costs.models import CapacityDay, Charge
 from governance.costs.overclaims import gpus_confirmation_refresh
+from governance.costs.pass_inputs import hour_use_read, jobs_read
 from governance.costs.summaries import ledger_days_refresh
 from governance.costs.terms import SHARE, TermsByMonth
 from governance.fleet.models import Cluster
 from governance.lib.enqueue import enqueue_on_commit
-from governance.lib.run_spans import runs_of
-from governance.usage.models import Job, JobGpuHour, PricingMark
 from governance.usage.utilisation import cluster_hours_refresh
 
 logger = logging.getLogger(__name__)
 
 # A pass's fixed costs (the cluster-days it refreshes, the contention check of every job held on them) are paid per
-# cluster-day, and marks are claimed day by day: a pass this large covers whole days of a large fleet, so the pace
-# holds as the fleet grows (a backlog, a month loaded in arrears, is priced a day or more at a time). Small enough
-# for a pass to stay well inside the task's time limit (TASK_TIME_LIMIT_S) on a busy machine.
+# cluster-day, and marks are claimed by whole cluster-days (governance/costs/claims.py): a pass this large covers
+# whole days of a large fleet, so the pace holds as the fleet grows (a backlog, a month loaded in arrears, is priced
+# a day or more at a time). Small enough for a pass to stay well inside the task's time limit (TASK_TIME_LIMIT_S)
+# on a busy machine.
 CLAIM_LIMIT = 20_000
 EVALUATE_TASK = "efficiency.evaluate_jobs"
-CLAIM = """
-DELETE FROM usage_pricingmark WHERE id IN (
-    SELECT id FROM usage_pricingmark ORDER BY day, cluster_id, id LIMIT %s FOR UPDATE SKIP LOCKED
-) RETURNING job_id, cluster_id, day
-"""
 
 
 @dataclass
@@ -79,18 +73,6 @@ class Repriced:
         return self
 
 
-def _claim(limit: int) -> list[tuple[int | None, int, date]]:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(CLAIM, [limit])
-            return cursor.fetchall()
-    marks = list(
-        PricingMark.objects.order_by("day", "cluster_id", "id").values_list("id", "job_id", "cluster_id", "day")[:limit]
-    )
-    PricingMark.objects.filter(id__in=[m[0] for m in marks]).delete()
-    return [m[1:] for m in marks]
-
-
 def charges_reprice(
     *, now: datetime | None = None, limit: int = CLAIM_LIMIT, budget_s: float | None = None
 ) -> Repriced:
@@ -103,7 +85,8 @@ def charges_reprice(
             total.more = True
             break
         with transaction.atomic():
-            marks = _claim(limit)
+            claim = marks_claim(limit)
+            marks = claim.marks
             if not marks:
                 break
             job_days: dict[int, set[date]] = defaultdict(set)
@@ -113,7 +96,7 @@ def charges_reprice(
                     job_days[job_id].add(day)
                 cluster_days.add((cluster_id, day))
             total += reprice(job_days=job_days, cluster_days=cluster_days, now=now)
-        if len(marks) < limit:
+        if not claim.more:
             break
     return total
 
@@ -132,10 +115,10 @@ def reprice(
     contended = contended_days(job_days, cluster_days, terms, now)
     months = {month_of(d) for days in job_days.values() for d in days} | {month_of(d) for _, d in cluster_days}
     lock_months(months, shared=True)
-    jobs = _jobs(job_days.keys())
+    jobs = jobs_read(job_days.keys())
     lock_jobs(sorted(jobs))
     rows: list[dict] = []
-    hours = _hour_use(jobs, job_days)
+    hours = hour_use_read(jobs, job_days)
     failed: Failed = {}
     for pk, days in job_days.items():
         job = jobs.get(pk)
@@ -179,23 +162,38 @@ def reprice(
                     corrected_months=len(closed))  # fmt: skip
 
 
+# From the jobs that have ended, their usage rows that begin at or after the end: the day bound (implied, as a row
+# begins within its day) lets the (job, day) index read only the days past each end.
+PAST_END = """
+SELECT DISTINCT c.job_id, c.day FROM usage_job j
+JOIN costs_charge c ON c.job_id = j.id AND c.kind = 'usage' AND c.day >= (j.end_time AT TIME ZONE 'UTC')::date
+ AND c.period_start >= j.end_time
+WHERE j.id = ANY(%s::int8[]) AND j.end_time IS NOT NULL
+"""
+
+
 def _billed_past_end(job_days: dict[int, set[date]]) -> None:
     """Add the days the ledger bills a job past its end (billed while it looked open, before its end arrived):
     priced again they bill nothing. Marks need not know the ledger to reach them."""
     if not job_days:
         return
-    past = (
-        Charge.objects.filter(kind=Charge.Kind.USAGE, job_id__in=list(job_days), job__end_time__isnull=False,
-                              period_start__gte=F("job__end_time"))
-        .values_list("job_id", "day")
-        .distinct()
-    )  # fmt: skip
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(PAST_END, [list(job_days)])
+            past = cursor.fetchall()
+    else:
+        past = list(
+            Charge.objects.filter(kind=Charge.Kind.USAGE, job_id__in=list(job_days), job__end_time__isnull=False,
+                                  period_start__gte=F("job__end_time"))
+            .values_list("job_id", "day")
+            .distinct()
+        )  # fmt: skip
     for pk, day in past:
         job_days[pk].add(day)
 
 
 def _job_clusters(job_days: dict[int, set[date]]) -> set[int]:
-    return set(Job.objects.filter(pk__in=list(job_days)).values_list("cluster_id", flat=True).distinct())
+    return set(job_clusters_of(job_days).values())
 
 
 def _shared_months(keys: set[tuple[int, date]], terms: TermsByMonth, now: datetime) -> set[tuple[int, date]]:
@@ -213,76 +211,6 @@ def _shared_months(keys: set[tuple[int, date]], terms: TermsByMonth, now: dateti
             day += DAY
         if any(month_terms.policy(names.get(cid, ""), day_start(d) + DAY) == SHARE for d in days):
             out.update((cid, d) for d in days)
-    return out
-
-
-def _jobs(ids: Iterable[int]) -> dict[int, JobFacts]:
-    ids = list(ids)
-    if not ids:
-        return {}
-    profiles = dict(
-        JobGpuHour.objects.filter(job_id__in=ids)
-        .exclude(gpu__mig_profile="")
-        .values("job_id")
-        .annotate(profile=Max("gpu__mig_profile"))
-        .values_list("job_id", "profile")
-    )
-    out = {}
-    rows = Job.objects.filter(pk__in=ids).values_list(
-        "pk", "external_id", "cluster_id", "cluster__name", "user_name", "gpus", "gpu_model", "start_time",
-        "end_time", "project_id", "project__name", "project__team_id", "project__team__name", "source_token_id",
-        "source_token__name", "runs",
-    )  # fmt: skip
-    for pk, ref, cid, cluster, user, gpus, model, start, end, pid, project, team_id, team, tid, tname, ran in rows:
-        out[pk] = JobFacts(pk, ref, cid, cluster, user, gpus, model, start, end, pid, project or "", team_id,
-                           team or "", profiles.get(pk, ""), tid, tname or "",
-                           runs_of(ran, start, end) if ran else None)  # fmt: skip
-    return out
-
-
-def _hour_use(jobs: dict[int, JobFacts], job_days: dict[int, set[date]]) -> dict[tuple[int, date], list[HourUse]]:
-    """Each job's rollups per hour, GPU model and MIG profile, for the days being priced."""
-    out: dict[tuple[int, date], list[HourUse]] = defaultdict(list)
-    days = [d for pk, ds in job_days.items() if pk in jobs for d in ds]
-    if not days:
-        return out
-    rows = (
-        JobGpuHour.objects.filter(
-            job_id__in=list(jobs), hour__gte=day_start(min(days)), hour__lt=day_start(max(days)) + DAY
-        )
-        .values("job_id", "hour", "gpu__model", "gpu__mig_profile")
-        .annotate(
-            n=Count("id"),
-            samples=Sum("samples"),
-            idle=Sum("idle_samples"),
-            sm=Sum("sm_sum"),
-            power=Sum("power_sum"),
-            power_samples=Sum("power_samples"),
-            sm_samples=Sum("sm_samples"),
-        )
-        .order_by()
-    )
-    for r in rows:
-        day = r["hour"].date()
-        if day in job_days[r["job_id"]]:
-            out[(r["job_id"], day)].append(
-                HourUse(
-                    r["hour"],
-                    r["gpu__model"],
-                    r["gpu__mig_profile"],
-                    r["n"],
-                    r["samples"] or 0,
-                    r["idle"] or 0,
-                    r["sm"] or 0.0,
-                    r["power"] or 0.0,
-                    r["power_samples"] or 0,
-                    r["sm_samples"] or 0,
-                )
-            )
-    by_key = {(pk, u.hour, u.model, u.profile): u for (pk, _), uses in out.items() for u in uses}
-    for pk, hour, model, profile, weight in shared_seen(list(jobs), day_start(min(days)), day_start(max(days)) + DAY):
-        if (use := by_key.get((pk, hour, model, profile))) is not None:
-            use.shared.append(weight)
     return out
 
 
@@ -308,16 +236,7 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
             cap = allocated[(r["cluster_id"], r["day"])].by_model[r["gpu_model"]]
             cap.gpu_hours += r["hours"]
             cap.cost += r["cost"]
-    months = {month_of(d).start.date() for d in days}
-    teams = (
-        Charge.objects.filter(kind=Charge.Kind.USAGE, cluster_id__in=clusters, month__in=months)
-        .values("cluster_id", "month", "team_id", "team_name")
-        .annotate(cost=Sum("cost"))
-        .order_by()
-    )
-    month_teams: dict[tuple[int, date], dict] = defaultdict(lambda: defaultdict(Decimal))
-    for r in teams:
-        month_teams[(r["cluster_id"], r["month"])][(r["team_id"], r["team_name"])] += r["cost"]
+    month_teams = _month_teams(keys, clusters, terms)
     for cid, day in keys:
         allocated[(cid, day)].month_teams = month_teams[(cid, month_of(day).start.date())]
     frozen = _frozen_capacity(keys, terms)
@@ -352,6 +271,32 @@ def cluster_days_refresh(keys: set[tuple[int, date]], *, now: datetime, terms: T
     CapacityDay.objects.filter(stale).delete()
     CapacityDay.objects.bulk_create(fresh, batch_size=WRITE_BATCH)
     rows_insert(rows, now)
+
+
+def _month_teams(
+    keys: set[tuple[int, date]], clusters: dict[int, str], terms: TermsByMonth
+) -> dict[tuple[int, date], dict]:
+    """Per cluster and month, what each team was charged on it: the weights of the shares, read only for the
+    clusters whose unallocated line is shared out on one of these days (a month's charges are a large read)."""
+    out: dict[tuple[int, date], dict] = defaultdict(lambda: defaultdict(Decimal))
+    shared = {
+        (cid, month_of(day).start.date())
+        for cid, day in keys
+        if cid in clusters and terms.of(month_of(day)).policy(clusters[cid], day_start(day) + DAY) == SHARE
+    }
+    if not shared:
+        return out
+    teams = (
+        Charge.objects.filter(kind=Charge.Kind.USAGE, cluster_id__in={c for c, _ in shared},
+                              month__in={m for _, m in shared})
+        .values("cluster_id", "month", "team_id", "team_name")
+        .annotate(cost=Sum("cost"))
+        .order_by()
+    )  # fmt: skip
+    for r in teams:
+        if (r["cluster_id"], r["month"]) in shared:
+            out[(r["cluster_id"], r["month"])][(r["team_id"], r["team_name"])] += r["cost"]
+    return out
 
 
 def _counting_seen(

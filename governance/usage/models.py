@@ -309,6 +309,11 @@ class PricingMark(models.Model):
     # pricing lag (gg_pricing_lag_seconds) from the oldest mark left.
     created_at = models.DateTimeField(db_default=Now())
 
+    class Meta:
+        # The worker claims marks oldest day first (costs.reprice.CLAIM): read in that order, a claim costs what it
+        # takes, not a sort of every mark left.
+        indexes = [models.Index(fields=["day", "cluster", "id"], name="pricingmark_claim_idx")]
+
     def __str__(self) -> str:
         return f"reprice {'job ' + str(self.job_id) if self.job_id else 'cluster ' + str(self.cluster_id)} {self.day}"
 

@@ -1,12 +1,15 @@
 """The worker's periodic pricing: a running job's charge follows the clock, a pass out of time hands the rest on,
 and the budget check with no budget set sends nothing."""
 
+from datetime import date
+
 import pytest
 import time_machine
 
 from governance.costs import tasks
+from governance.costs.claims import marks_claim
 from governance.costs.marks import running_jobs_mark
-from governance.costs.models import Anomaly
+from governance.costs.models import Anomaly, Charge
 from governance.costs.reprice import charges_reprice
 from governance.costs.selectors import chargeback_by_team
 from governance.lib.months import Month
@@ -100,3 +103,31 @@ def test_the_hourly_anomaly_task_flags_a_jump_in_a_teams_spend_once(cast, cluste
     # 120.00 a day for two weeks, then 1,440.00: NLP's spend and GPU-hours, and its project's.
     assert Anomaly.objects.filter(team=cast.nlp, metric="spend", day="2026-11-15").exists()
     assert first == Anomaly.objects.count() >= 1 and again == 0
+
+
+def test_a_claim_takes_the_rest_of_the_last_cluster_day_it_reached(cluster):
+    days = [date(2026, 12, 1), date(2026, 12, 2)]
+    PricingMark.objects.bulk_create([PricingMark(cluster_id=cluster.pk, day=d) for d in days for _ in range(3)])
+
+    first = marks_claim(limit=2)
+    second = marks_claim(limit=2)
+    last = marks_claim(limit=2)
+
+    assert [d for _, _, d in first.marks] == [days[0]] * 3 and first.more
+    assert [d for _, _, d in second.marks] == [days[1]] * 3 and second.more
+    assert last.marks == [] and not last.more
+
+
+def test_passes_of_part_of_a_day_price_the_ledger_a_single_pass_prices(running_job):
+    with time_machine.travel("2026-12-04T10:00:00Z", tick=False):
+        ingest([job_record(job_id=str(n), gpus=1, submit_time="2026-12-03T22:00:00Z", start_time="2026-12-03T22:00:00Z",
+                           end_time=None, state="running") for n in range(8, 10)])  # fmt: skip
+        running_jobs_mark()
+        charges_reprice(limit=1)
+        small = sorted(Charge.objects.values_list("kind", "day", "job_id", "gpu_hours", "cost"), key=str)
+        running_jobs_mark()
+        charges_reprice()
+        whole = sorted(Charge.objects.values_list("kind", "day", "job_id", "gpu_hours", "cost"), key=str)
+
+    assert small == whole and small
+    assert_billing_invariants()

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import date, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
 from governance.fleet.models import Cluster, Gpu, Node
+from governance.usage.marks import MAX_MARKED_DAYS
+from governance.usage.models import PricingMark
 from governance.usage.prepared import GpuFacts
 from governance.usage.writer.sql import ids_ensure, known_ids
 
@@ -122,15 +126,60 @@ def gpu_ids_ensure(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int], *, tok
     return [ids[(cluster_ids[g.cluster], g.uuid)] for g in gpus]
 
 
+# A GPU silent for longer than GOVERNANCE_GPU_GONE_AFTER_HOURS looked gone: the cluster-days priced meanwhile
+# counted it out of capacity from its last report on. Reporting again it counts across the silence (capacity runs
+# from a GPU's first report to its last, or to now within the grace): its cluster's days from the last report it
+# had to this one are marked (job-less marks: the capacity of the day), at most MAX_MARKED_DAYS back.
+SEEN_AGAIN_MARK = """
+INSERT INTO usage_pricingmark (job_id, cluster_id, day)
+SELECT DISTINCT NULL::int8, g.cluster_id, d::date
+FROM unnest(%s::int8[], %s::text[], %s::timestamptz[]) AS b(cluster_id, uuid, first_seen)
+JOIN fleet_gpu g ON g.cluster_id = b.cluster_id AND g.uuid = b.uuid
+CROSS JOIN LATERAL generate_series(
+    (GREATEST(g.last_seen_at, b.first_seen - %s * interval '1 day') AT TIME ZONE 'UTC')::date,
+    (b.first_seen AT TIME ZONE 'UTC')::date, interval '1 day') AS d
+WHERE b.first_seen - g.last_seen_at > %s * interval '1 hour'
+"""
+
+
+def _seen_again_params(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> list[Any]:
+    return [[cluster_ids[g.cluster] for g in gpus], [g.uuid for g in gpus], [g.first_seen for g in gpus],
+            MAX_MARKED_DAYS, settings.GOVERNANCE_GPU_GONE_AFTER_HOURS]  # fmt: skip
+
+
+def _seen_again_marks(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> None:
+    """SEEN_AGAIN_MARK without PostgreSQL's arrays (SQLite)."""
+    grace = timedelta(hours=settings.GOVERNANCE_GPU_GONE_AFTER_HOURS)
+    last = {(c, u): seen for c, u, seen in Gpu.objects.filter(
+        cluster_id__in=set(cluster_ids.values()), uuid__in={g.uuid for g in gpus}
+    ).values_list("cluster_id", "uuid", "last_seen_at")}  # fmt: skip
+    days: set[tuple[int, date]] = set()
+    for g in gpus:
+        cid = cluster_ids[g.cluster]
+        before = last.get((cid, g.uuid))
+        if before is None or g.first_seen - before <= grace:
+            continue
+        day, upto = max(before, g.first_seen - timedelta(days=MAX_MARKED_DAYS)).date(), g.first_seen.date()
+        while day <= upto:
+            days.add((cid, day))
+            day += timedelta(days=1)
+    PricingMark.objects.bulk_create([PricingMark(job_id=None, cluster_id=c, day=d) for c, d in sorted(days)])
+
+
 def fleet_touch(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> None:
-    """Mark the batch's nodes seen and fold its facts into its GPUs: short row locks, in a fixed order."""
+    """Mark the batch's nodes seen and fold its facts into its GPUs: short row locks, in a fixed order. The days
+    of a GPU that looked gone and reports again are marked for pricing first (SEEN_AGAIN_MARK)."""
     if not gpus:
         return
     node_ids = nodes_ensure({(cluster_ids[g.cluster], g.node) for g in gpus})
     upsert, params = _gpus_upsert(gpus, cluster_ids, node_ids, facts=True)
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":  # nodes, then GPUs, in one round trip
-            cursor.execute(f"{NODES_TOUCH};\n{upsert}", [timezone.now(), sorted(node_ids.values()), *params])
+        if connection.vendor == "postgresql":  # marks, nodes, then GPUs, in one round trip
+            cursor.execute(
+                f"{SEEN_AGAIN_MARK};\n{NODES_TOUCH};\n{upsert}",
+                [*_seen_again_params(gpus, cluster_ids), timezone.now(), sorted(node_ids.values()), *params],
+            )
             return
+        _seen_again_marks(gpus, cluster_ids)
         Node.objects.filter(pk__in=node_ids.values()).update(last_seen_at=timezone.now())  # SQLite: no row locks
         cursor.execute(upsert, params)
