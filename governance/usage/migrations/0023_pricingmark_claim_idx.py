@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("fleet", "0005_node_topology"),
-        ("usage", "0020_job_runs_db_default"),
+        ("usage", "0022_node_hour_day_rollups"),
     ]
 
     operations = [
