@@ -11,7 +11,7 @@ import heapq
 import json
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -83,6 +83,18 @@ class SimJob:
 def _fraction(now: datetime) -> str:
     """The fractional seconds of `now` as RFC 3339 writes them (msgspec: none when zero, else 6 digits trimmed)."""
     return f".{now.microsecond:06d}".rstrip("0") if now.microsecond else ""
+
+
+def _sm_power(draw: tuple[float, float, bool] | None, gauss: Callable[[float, float], float]) -> tuple[float, float]:
+    """One GPU's SM and power for a plan's draw (mean, sigma, folded at 0); an idle GPU (no draw) reads 0 % at 70 W."""
+    if draw is None:
+        return 0.0, 70.0
+    mu, sigma, folded = draw
+    sm = gauss(mu, sigma)
+    if folded:
+        sm = abs(sm)
+    sm = min(max(sm, 0.0), 100.0)
+    return round(sm, 1), round(70 + 6.3 * sm, 1)
 
 
 class SimulatedCluster:
@@ -230,15 +242,7 @@ class SimulatedCluster:
                 append(None)
                 continue
             draw, io = plan[1], plan[3]
-            if draw is None:
-                sm, power = 0.0, 70.0
-            else:
-                mu, sigma, folded = draw
-                sm = gauss(mu, sigma)
-                if folded:
-                    sm = abs(sm)
-                sm = min(max(sm, 0.0), 100.0)
-                sm, power = round(sm, 1), round(70 + 6.3 * sm, 1)
+            sm, power = _sm_power(draw, gauss)
             append((plan, sm, power, round(uniform(25, 45), 1) if io is None else io))
         return readings
 
@@ -301,15 +305,7 @@ class SimulatedCluster:
                 append(prefixes[slot] + idle)
                 continue
             draw, io, tails = plan[1], plan[3], plan[5]
-            if draw is None:
-                sm, power = 0.0, 70.0
-            else:
-                mu, sigma, folded = draw
-                sm = gauss(mu, sigma)
-                if folded:
-                    sm = abs(sm)
-                sm = min(max(sm, 0.0), 100.0)
-                sm, power = round(sm, 1), round(70 + 6.3 * sm, 1)
+            sm, power = _sm_power(draw, gauss)
             if io is None:
                 io = round(uniform(25, 45), 1)
             tail = tails[numas[slot % GPUS_PER_NODE]]
