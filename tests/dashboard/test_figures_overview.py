@@ -1,5 +1,6 @@
 from decimal import Decimal
 
+from governance.dashboard.boxes import box_of
 from governance.dashboard.figures import PALETTE
 from governance.dashboard.figures.overview import (
     IdleRow,
@@ -41,7 +42,7 @@ def test_idle_cost_splits_each_teams_cost_and_names_the_currency():
 
 
 def test_queue_wait_is_one_box_per_team_with_its_quartiles():
-    figure = queue_wait_per_team({"Vision": [180.0], "NLP": [30.0, 60.0, 45.0, 40.0, 50.0]})
+    figure = queue_wait_per_team({"Vision": box_of([180.0]), "NLP": box_of([30.0, 60.0, 45.0, 40.0, 50.0])})
 
     nlp, vision = figure["data"]
     assert nlp["name"] == "NLP" and nlp["median"] == [45.0] and nlp["q1"] == [40.0] and nlp["q3"] == [50.0]
@@ -51,13 +52,13 @@ def test_queue_wait_is_one_box_per_team_with_its_quartiles():
 
 
 def test_an_outlier_wait_stays_outside_the_whiskers():
-    figure = queue_wait_per_team({"NLP": [10.0, 11.0, 12.0, 13.0, 14.0, 500.0]})
+    figure = queue_wait_per_team({"NLP": box_of([10.0, 11.0, 12.0, 13.0, 14.0, 500.0])})
 
     assert figure["data"][0]["upperfence"] == [14.0]
 
 
 def test_a_team_without_waits_draws_no_box():
-    assert queue_wait_per_team({"NLP": []})["data"] == []
+    assert queue_wait_per_team({"NLP": box_of([])})["data"] == []
 
 
 def test_top_waste_puts_the_worst_job_on_top_with_its_money():

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from governance.dashboard.boxes import box_of
 from governance.dashboard.figures.cluster import ClusterHour, cluster_utilisation
 from governance.dashboard.figures.costs import budget_bar, cost_by, cost_per_team_per_month, cost_trend
 from governance.dashboard.figures.forecast import forecast_figure
@@ -49,7 +50,7 @@ def _figures() -> list[dict]:
         idle_strip([], 1.0),
         job_timeline([]),
         idle_cost_share([], "USD"),
-        queue_wait_per_team({"NLP": [1.0, 2.0]}),
+        queue_wait_per_team({"NLP": box_of([1.0, 2.0])}),
         top_jobs_by_waste([], "USD"),
         utilisation_over_time(["2026-11-03 10:00"], [50.0]),
     ]

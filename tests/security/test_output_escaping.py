@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from governance.dashboard.boxes import box_of
 from governance.dashboard.figures.costs import CostPoint, cost_by, cost_per_team_per_month
 from governance.dashboard.figures.heatmap import gpu_heatmap
 from governance.dashboard.figures.jobs import idle_strip, job_timeline
@@ -54,7 +55,7 @@ def figures_with(name: str) -> list[dict]:
         cost_per_team_per_month([CostPoint("2026-11", name, Decimal(3))], "USD"),
         cost_by("project", {name: Decimal(3)}, "USD"),
         idle_cost_share([IdleRow(name, Decimal(3), 0.5)], "USD"),
-        queue_wait_per_team({name: [1.0, 2.0]}),
+        queue_wait_per_team({name: box_of([1.0, 2.0])}),
         top_jobs_by_waste([WasteRow(name, name, name, 1.0, Decimal(2))], "USD"),
         gpu_heatmap([name], ["2026-11-03 00:00"], [[1.0]]),
         job_timeline([GpuHourPoint(name, hour, 1.0, 2.0, 3.0)]),

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
+from governance.dashboard.boxes import Box
 from governance.dashboard.figures import PALETTE, layout
 from governance.dashboard.utilisation import CLUSTER
 from governance.lib.text import plain
@@ -99,33 +99,21 @@ def idle_cost_share(rows: Sequence[IdleRow], currency: str) -> dict:
     }
 
 
-def _box(values: Sequence[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        q1 = median = q3 = ordered[0]
-    else:
-        q1, median, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
-    spread = 1.5 * (q3 - q1)
-    low = min(v for v in ordered if v >= q1 - spread)
-    high = max(v for v in ordered if v <= q3 + spread)
-    stats = {"q1": q1, "median": median, "q3": q3, "lowerfence": low, "upperfence": high}
-    return {k: round(v, 1) for k, v in stats.items()}
-
-
-def queue_wait_per_team(waits: Mapping[str, Sequence[float]]) -> dict:
-    """Minutes from submit to start as one box per team (quartiles computed here, so the page stays small)."""
+def queue_wait_per_team(waits: Mapping[str, Box | None]) -> dict:
+    """Minutes from submit to start as one box per team (its five numbers only, so the page stays small)."""
     traces = []
-    for i, (team, values) in enumerate(sorted(waits.items())):
-        if not values:
+    for i, (team, box) in enumerate(sorted(waits.items())):
+        if box is None or not box.count:
             continue
-        stats = _box(values)
+        stats = {"q1": box.q1, "median": box.median, "q3": box.q3, "lowerfence": box.lowerfence,
+                 "upperfence": box.upperfence}  # fmt: skip
         traces.append(
             {
                 "type": "box",
                 "name": plain(team),
                 "x": [plain(team)],
-                **{k: [v] for k, v in stats.items()},
-                "hovertext": [f"{len(values)} job{'' if len(values) == 1 else 's'}"],
+                **{k: [round(v, 1)] for k, v in stats.items()},
+                "hovertext": [f"{box.count} job{'' if box.count == 1 else 's'}"],
                 "marker": {"color": PALETTE[i % len(PALETTE)]},
                 "boxpoints": False,
                 "hoverinfo": "y+name+text",
