@@ -3,8 +3,6 @@ pricing."""
 
 from __future__ import annotations
 
-from django.db import connection
-
 from governance.usage.writer.sql import HOUR_COLUMNS, HOUR_STAGE, HOURS, execute_in_turn, for_vendor
 
 GPU_HOUR_FOLDS = {
@@ -55,29 +53,21 @@ ON CONFLICT (node_id, hour) DO UPDATE SET
 """
 UPSERT_NODE_DAYS = f"""
 INSERT INTO usage_nodeday (node_id, day, {", ".join(NODE_FOLDS)})
-SELECT g.node_id, {{day}}, {_NODE_SUMS} FROM {HOUR_STAGE} s JOIN fleet_gpu g ON g.id = s.gpu_id
-GROUP BY g.node_id, {{day}} ORDER BY g.node_id, {{day}}
+SELECT g.node_id, {{stage_day}}, {_NODE_SUMS} FROM {HOUR_STAGE} s JOIN fleet_gpu g ON g.id = s.gpu_id
+GROUP BY g.node_id, {{stage_day}} ORDER BY g.node_id, {{stage_day}}
 ON CONFLICT (node_id, day) DO UPDATE SET
     {_folded("usage_nodeday", NODE_FOLDS)}
 """
-DAY_OF_HOUR = {"postgresql": "(s.hour AT TIME ZONE 'UTC')::date", "sqlite": "date(s.hour)"}
 
 # The days the batch touched, for the pricing worker: each job's day, and each cluster's day (no job) for the
 # capacity its GPUs add. Appended, never updated: no lock, no wait on pricing.
-MARK_DAYS = {
-    "postgresql": f"""INSERT INTO usage_pricingmark (job_id, cluster_id, day)
-SELECT DISTINCT s.job_id, g.cluster_id, (s.hour AT TIME ZONE 'UTC')::date FROM {HOUR_STAGE} s
-JOIN fleet_gpu g ON g.id = s.gpu_id""",
-    "sqlite": f"""INSERT INTO usage_pricingmark (job_id, cluster_id, day)
-SELECT DISTINCT s.job_id, g.cluster_id, date(s.hour) FROM {HOUR_STAGE} s JOIN fleet_gpu g ON g.id = s.gpu_id""",
-}
+MARK_DAYS = f"""INSERT INTO usage_pricingmark (job_id, cluster_id, day)
+SELECT DISTINCT s.job_id, g.cluster_id, {{stage_day}} FROM {HOUR_STAGE} s JOIN fleet_gpu g ON g.id = s.gpu_id"""
 
 
 def rollups_fold() -> None:
     """Fold the aggregate `samples_write` left into the hourly rollups and the node rollups (row locks in key
     order), and mark the days it touched for pricing."""
-    day = DAY_OF_HOUR[connection.vendor]
-    execute_in_turn([
-        for_vendor(UPSERT_JOB_HOURS), for_vendor(UPSERT_GPU_HOURS), for_vendor(UPSERT_NODE_HOURS),
-        UPSERT_NODE_DAYS.format(day=day, greatest="GREATEST"), MARK_DAYS[connection.vendor],
-    ])  # fmt: skip
+    execute_in_turn(
+        [for_vendor(s) for s in (UPSERT_JOB_HOURS, UPSERT_GPU_HOURS, UPSERT_NODE_HOURS, UPSERT_NODE_DAYS, MARK_DAYS)]
+    )

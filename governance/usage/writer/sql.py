@@ -43,6 +43,7 @@ def for_vendor(template: str) -> str:
 
 POSTGRES_TERMS = {
     "hour": "date_trunc('hour', ts)",
+    "stage_day": "(s.hour AT TIME ZONE 'UTC')::date",  # the UTC day of an hour-stage row `s`
     "greatest": "GREATEST",
     # A GPU on a node past the mask's 63 bits tests the sign bit, which no job's CPU node sets.
     "mismatch": "(cpu_numa_mask & (1::int8 << least(gpu_numa_node, 63))) = 0",
@@ -53,6 +54,7 @@ POSTGRES_TERMS = {
 }
 SQLITE_TERMS = {
     "hour": "strftime('%%Y-%%m-%%d %%H:00:00', ts)",
+    "stage_day": "date(s.hour)",
     "greatest": "max",
     "mismatch": "(cpu_numa_mask & (1 << min(gpu_numa_node, 63))) = 0",
     "gpu": "gpu_id",
