@@ -175,11 +175,14 @@ def mig_fraction_of(gpu_model: str, name: str, extra: Sequence[MigProfile] = ())
     return profile.fraction
 
 
-def mig_smallest_fit(gpu_model: str, need_gib: float) -> MigProfile | None:
-    """The smallest profile (least compute, then least memory) whose memory holds `need_gib`; variants aside (a
-    media or graphics engine is scarce, and no fit advice needs one)."""
-    fits = [p for p in mig_profiles(gpu_model) if p.memory_gib >= need_gib and not p.variant]
-    return min(fits, key=lambda p: (p.slices / p.total, p.memory_gib), default=None)
+def mig_smallest_fit(gpu_model: str, need_gib: float, min_fraction: float = 0.0) -> MigProfile | None:
+    """The smallest profile (least compute, then least memory) whose memory holds `need_gib` and whose share of the
+    GPU's compute is at least `min_fraction`; variants aside (a media or graphics engine is scarce, and no fit
+    advice needs one)."""
+    fits = [
+        p for p in mig_profiles(gpu_model) if p.memory_gib >= need_gib and p.fraction >= min_fraction and not p.variant
+    ]
+    return min(fits, key=lambda p: (p.fraction, p.memory_gib), default=None)
 
 
 _EXTRA = re.compile(r"^(?P<name>[^=\s]+)=(?P<slices>\d+)/(?P<total>\d+):(?P<memory>\d+)$")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from collectors.mig import mig_profiles
+from collectors.mig import mig_smallest_fit
 from governance.efficiency.rules.base import WARNING, Draft, pct, r, rule
 from governance.efficiency.summary import JobSummary, gib
 from governance.efficiency.thresholds import Thresholds
@@ -34,12 +34,9 @@ def check(job: JobSummary, t: Thresholds) -> list[Draft]:
     if need >= t.whole_share_fit_max_share or need <= 0:
         return []
     model = job.gpu_model or job.gpus[0].model
-    fits = [
-        p
-        for p in mig_profiles(model)
-        if not p.variant and p.memory_gib >= mem_need and p.fraction >= sm_peak / 100 and p.fraction < 1
-    ]
-    profile = min(fits, key=lambda p: (p.fraction, p.memory_gib), default=None)
+    profile = mig_smallest_fit(model, mem_need, min_fraction=sm_peak / 100)
+    if profile is not None and profile.fraction >= 1:
+        profile = None  # the whole GPU is no share of it
     if job.gpu_count == 1 and job.sm_mean < t.mig_fit_sm_percent and profile is not None:
         return []  # mig_fit tells this one-GPU job its slice
     replicas = math.floor(1 / need)
