@@ -256,16 +256,24 @@ class ClusterHour(models.Model):
         return f"cluster {self.cluster_id} {self.hour:%Y-%m-%d %H}h"
 
 
-class NodeHour(models.Model):
+class NodeSums(models.Model):
+    """A node's GPU-hours summed over a span (the rollups below): samples, the samples that knew SM, their SM sum."""
+
+    node = models.ForeignKey("fleet.Node", on_delete=models.CASCADE, related_name="+")
+    samples = models.PositiveBigIntegerField()
+    sm_samples = models.PositiveBigIntegerField()
+    sm_sum = models.FloatField()
+
+    class Meta:
+        abstract = True
+
+
+class NodeHour(NodeSums):
     """What one node's GPUs did in one hour, summed from its GPU-hours: the SM sum and the samples that knew SM,
     so a heatmap cell of several nodes is their SM mean. Folded by ingest in the transaction that upserts the
     GPU-hours (governance/usage/writer/rollups.py), so the cluster heatmap reads a row per node-hour."""
 
-    node = models.ForeignKey("fleet.Node", on_delete=models.CASCADE, related_name="+")
     hour = models.DateTimeField()
-    samples = models.PositiveBigIntegerField()
-    sm_samples = models.PositiveBigIntegerField()
-    sm_sum = models.FloatField()
 
     class Meta:
         verbose_name = "node-hour"
@@ -276,15 +284,11 @@ class NodeHour(models.Model):
         return f"node {self.node_id} {self.hour:%Y-%m-%d %H}h"
 
 
-class NodeDay(models.Model):
+class NodeDay(NodeSums):
     """A node's GPU-hours summed over one UTC day, as `NodeHour` sums them over an hour: the heatmap's daily
     columns read a row per node-day. Folded by ingest with `NodeHour`."""
 
-    node = models.ForeignKey("fleet.Node", on_delete=models.CASCADE, related_name="+")
     day = models.DateField()
-    samples = models.PositiveBigIntegerField()
-    sm_samples = models.PositiveBigIntegerField()
-    sm_sum = models.FloatField()
 
     class Meta:
         verbose_name = "node-day"
