@@ -24,12 +24,13 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
-from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from governance.costs.ledger import UNALLOCATED, UNATTRIBUTED
-from governance.costs.models import Commitment
+from governance.costs.models import Charge, Commitment
 from governance.costs.selectors import Line, month_closed, statement_charges
 from governance.lib.months import Month
+from governance.lib.replica import reading_connection
 
 MANDATORY = [
     "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency", "BillingPeriodStart",
@@ -289,9 +290,8 @@ def focus_select(*, month: Month, team_ids: list[int | None] | None) -> tuple[st
     return f"SELECT {', '.join(_columns())} FROM ({inner}) AS f", params  # noqa: S608
 
 
-def _copy_csv(month: Month, team_ids: list[int | None] | None) -> Iterator[bytes]:
-    sql, params = focus_select(month=month, team_ids=team_ids)
-    with connection.cursor() as cursor:
+def _copy_csv(db: BaseDatabaseWrapper, sql: str, params: dict) -> Iterator[bytes]:
+    with db.cursor() as cursor:
         statement = cursor.cursor.mogrify(f"COPY ({sql}) TO STDOUT (FORMAT csv, HEADER true)", params)
         with cursor.cursor.copy(statement) as copy:
             for block in copy:
@@ -301,6 +301,8 @@ def _copy_csv(month: Month, team_ids: list[int | None] | None) -> Iterator[bytes
 def focus_csv(*, month: Month, team_ids: Sequence[int | None] | None = None) -> Iterator[str | bytes]:
     """The month's statement as FOCUS CSV, in chunks: header first, then one row per ledger row."""
     ids = None if team_ids is None else list(team_ids)
-    if connection.vendor == "postgresql":
-        return _copy_csv(month, ids)
+    # Chosen (and the statement built) now: the rows stream after the view has returned, outside the request's routing.
+    db = reading_connection(Charge)
+    if db.vendor == "postgresql":
+        return _copy_csv(db, *focus_select(month=month, team_ids=ids))
     return _python_csv(statement_charges(month=month, team_ids=ids), month)

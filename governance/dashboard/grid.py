@@ -14,10 +14,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from django.db import connection
 from django.db.models import Count
 
 from governance.fleet.models import Gpu, Node
+from governance.lib.replica import reading_connection
 from governance.usage.models import GpuHour, NodeDay, NodeHour
 
 HOURLY_UP_TO = timedelta(days=62)
@@ -117,10 +117,11 @@ def _rows(cluster_id: int, node: str | None, max_rows: int) -> _Rows:
 
 def _gpu_cells(cluster_id: int, start: datetime, end: datetime, t0: datetime, width: timedelta,
            rows: _Rows) -> dict[tuple[int, int], tuple[float, int]]:  # fmt: skip
-    if connection.vendor == "postgresql":
+    db = reading_connection(GpuHour)
+    if db.vendor == "postgresql":
         params: dict = {"t0": t0, "width": width.total_seconds(), "keys": rows.keys, "rows": rows.index,
                   "cluster": cluster_id, "start": start, "end": end}  # fmt: skip
-        with connection.cursor() as cursor:
+        with db.cursor() as cursor:
             cursor.execute(CELLS, params)
             return {(r, c): (sm or 0.0, n or 0) for r, c, sm, n in cursor.fetchall()}
     # The embedded default (SQLite, a demo's few GPUs): the same cells, summed here.
@@ -166,11 +167,12 @@ def _node_cells(start: datetime, end: datetime, t0: datetime, width: timedelta, 
                 daily: bool) -> dict[tuple[int, int], tuple[float, int]]:  # fmt: skip
     hourly, days = _spans(start, end, daily)
     first, last = days or (start.date(), start.date())
-    if connection.vendor == "postgresql":
+    db = reading_connection(NodeHour)
+    if db.vendor == "postgresql":
         params: dict = {"keys": rows.keys, "rows": rows.index, "lo": [a for a, _ in hourly],
                         "hi": [b for _, b in hourly], "first": first, "last": last, "t0": t0,
                         "width": width.total_seconds()}  # fmt: skip
-        with connection.cursor() as cursor:
+        with db.cursor() as cursor:
             cursor.execute(NODE_CELLS, params)
             return {(r, c): (sm or 0.0, n or 0) for r, c, sm, n in cursor.fetchall()}
     row_of = dict(zip(rows.keys, rows.index, strict=True))

@@ -13,7 +13,6 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection
 from django.db.models import Count, DurationField, ExpressionWrapper, F, FloatField, Max, Q, Sum
 from django.db.models.functions import Cast
 
@@ -21,6 +20,7 @@ from governance.costs.models import Charge
 from governance.costs.selectors import UNATTRIBUTED, TeamCharge, chargeback_months
 from governance.dashboard.boxes import Box, box_of
 from governance.lib.months import Month
+from governance.lib.replica import reading_connection
 from governance.org.models import Team, User
 from governance.org.selectors import job_visibility_filter, teams_visible
 from governance.usage.models import ClusterHour, Job, JobGpuHour
@@ -138,9 +138,10 @@ def queue_waits(
     pairs = jobs.order_by().values_list(
         "project__team__name", ExpressionWrapper(F("start_time") - F("submit_time"), output_field=DurationField())
     )
-    if connection.vendor == "postgresql":
-        sql, params = pairs.query.sql_with_params()
-        with connection.cursor() as cursor:
+    db = reading_connection(Job)
+    if db.vendor == "postgresql":
+        sql, params = pairs.query.get_compiler(using=db.alias).as_sql()
+        with db.cursor() as cursor:
             cursor.execute(QUEUE_WAIT_BOXES.format(jobs=sql), params)
             rows = cursor.fetchall()
         return dict(sorted((_team_name(name), Box(*numbers)) for name, *numbers in rows))

@@ -8,7 +8,10 @@ A page request (a GET or HEAD outside /api/) reads through the ORM from the repl
 - the request wrote (a GET that records something), or runs inside a transaction on the primary: the rest of it
   reads the primary.
 
-Statements a selector runs on `django.db.connection` itself (raw SQL) read the primary.
+Raw SQL that a page reads with (the heatmap's cells, the queue-wait boxes, the FOCUS CSV) runs on
+`reading_connection(Model)`, the connection the router gives that model's reads now, so it follows the same rules;
+its vendor check looks at that connection. Raw SQL that writes, or that a write depends on, runs on
+`django.db.connection`: the primary.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from contextvars import ContextVar
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Model
 from django.http import HttpRequest, HttpResponse
 
 REPLICA = "replica"
@@ -34,6 +39,13 @@ _reads_replica: ContextVar[bool] = ContextVar("reads_replica", default=False)
 
 def replica_configured() -> bool:
     return REPLICA in connections
+
+
+def reading_connection(model: type[Model]) -> BaseDatabaseWrapper:
+    """The connection an ORM read of `model` would use now (the replica while this request may read it, else the
+    primary), for raw SQL that reads; never for a write. A streamed response picks it in the view: its rows are read
+    after the middleware has returned, when every read goes to the primary."""
+    return connections[router.db_for_read(model)]
 
 
 class ReplicaRouter:

@@ -101,6 +101,7 @@ class GovernanceCollector:
         last_hours.add_metric([], recent or 0)
         yield last_hours
         if connection.vendor == "postgresql":
+            # The primary's statistics: a replica counts none of the rows it replays.
             with connection.cursor() as cursor:
                 cursor.execute(
                     "SELECT coalesce(sum(n_tup_ins), 0) FROM pg_stat_user_tables"

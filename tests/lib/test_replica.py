@@ -1,4 +1,5 @@
 """Pages read a real PostgreSQL streaming replica, started here, and a user reads their own writes from the primary.
+The raw SQL a page reads with (heatmap cells, queue-wait boxes) goes where its ORM reads go.
 
 The replica is a `pg_basebackup -R` of the test server (PostgreSQL at DATABASE_URL) into a temporary directory,
 started with pg_ctl on a free port of its own and stopped at the end. The primary must accept replication
@@ -15,11 +16,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db.models import F
+from django.http import HttpRequest, HttpResponse
+from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 
-from governance.lib.replica import COOKIE, REPLICA
+from governance.costs.models import Charge
+from governance.dashboard import grid
+from governance.lib.replica import COOKIE, REPLICA, ReplicaReadMiddleware, reading_connection
 from governance.org.models import Team
+from governance.usage.models import GpuHour, Job, NodeHour
+from tests.factories import at, ingest, job_record, rate, series
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 ROUTERS = ["governance.lib.replica.ReplicaRouter"]
@@ -210,3 +218,171 @@ def test_a_client_without_a_session_is_given_no_replay_cookie(replica_port, clie
 
     assert response.status_code in (401, 403) and COOKIE not in response.cookies
     assert not Team.objects.filter(slug="x").exists()
+
+
+# Raw SQL a page reads with (the heatmap's cells, the overview's queue-wait boxes) follows the router.
+
+DAY = {"start": "2026-11-03", "end": "2026-11-03"}
+
+
+def _two_gpus_busy_at_90() -> None:
+    ingest([
+        job_record(job_id="1", gpus=2, submit_time="2026-11-03T09:30:00Z", start_time="2026-11-03T10:00:00Z",
+                   end_time="2026-11-03T12:00:00Z", state="completed"),
+        *series(start=at("2026-11-03T10:00:00Z"), minutes=120, every_s=600, job_id="1", sm_util=90.0),
+        *series(start=at("2026-11-03T10:00:00Z"), minutes=120, every_s=600, job_id="1", gpu_uuid="GPU-1",
+                gpu_index=1, sm_util=90.0),
+    ])  # fmt: skip
+
+
+def _heatmap_at_ten(client) -> tuple[list[float], list[str]]:
+    """The heatmap's 10:00 column as the user sees it, and the statements that ran on the replica for it."""
+    with CaptureQueriesContext(connections[REPLICA]) as on_replica:
+        response = client.get("/cluster/", DAY)
+    assert response.status_code == 200
+    trace = response.context["charts"][0].figure["data"][0]
+    return [row[10] for row in trace["z"]], [q["sql"] for q in on_replica]
+
+
+def _primary_lsn_cookie(client) -> None:
+    """What the user's last write answered with: the primary's WAL position after it."""
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute("SELECT pg_current_wal_lsn()::text")
+        client.cookies[COOKIE] = cursor.fetchone()[0]
+
+
+def test_the_heatmap_reads_its_cells_on_the_replica_and_a_user_who_wrote_reads_the_primarys(
+    replica_port, client, cast, settings, monkeypatch
+):
+    settings.DATABASE_ROUTERS = ROUTERS
+    _two_gpus_busy_at_90()
+    client.force_login(cast.admin)
+    wrote = Client()
+    wrote.force_login(cast.alice)
+    _replica_caught_up()
+
+    _on_replica("SELECT pg_wal_replay_pause()")
+    try:
+        # Written on the primary only, and read by the cells' raw SQL only: 90% becomes 30%, per GPU and per node.
+        GpuHour.objects.update(sm_sum=F("sm_samples") * 30.0)
+        NodeHour.objects.update(sm_sum=F("sm_samples") * 30.0)
+        _primary_lsn_cookie(wrote)
+
+        column, on_replica = _heatmap_at_ten(client)
+        assert column == [90.0, 90.0]  # the replica's GPU-hours
+        assert any("usage_gpuhour" in sql for sql in on_replica)
+        column, on_replica = _heatmap_at_ten(wrote)
+        assert column == [30.0, 30.0] and len(on_replica) == 1  # the primary's; the replica gave its position only
+
+        monkeypatch.setattr(grid, "MAX_ROWS", 1)  # two GPUs are too many rows: a row per node, from NodeHour
+        column, on_replica = _heatmap_at_ten(client)
+        assert column == [90.0] and any("usage_nodehour" in sql for sql in on_replica)
+        column, _ = _heatmap_at_ten(wrote)
+        assert column == [30.0]
+    finally:
+        _on_replica("SELECT pg_wal_replay_resume()")
+
+
+def _queue_medians(client) -> tuple[dict[str, list[float]], list[str]]:
+    with CaptureQueriesContext(connections[REPLICA]) as on_replica:
+        response = client.get("/", {"month": "2026-11"})
+    assert response.status_code == 200
+    boxes = next(c for c in response.context["charts"] if c.id == "queue-wait").figure["data"]
+    return {box["name"]: box["median"] for box in boxes}, [q["sql"] for q in on_replica]
+
+
+def test_the_overviews_queue_wait_boxes_are_read_on_the_replica_unless_the_user_wrote_since(
+    replica_port, client, cast, settings
+):
+    settings.DATABASE_ROUTERS = ROUTERS
+    # Three jobs of NLP submitted at 09:00 and started at 10, 11 and 12: waits of 60, 120 and 180 minutes.
+    ingest([
+        job_record(job_id=str(n), submit_time="2026-11-03T09:00:00Z", start_time=f"2026-11-03T{9 + n:02}:00:00Z")
+        for n in (1, 2, 3)
+    ])  # fmt: skip
+    client.force_login(cast.admin)
+    wrote = Client()
+    wrote.force_login(cast.admin)
+    _replica_caught_up()
+
+    _on_replica("SELECT pg_wal_replay_pause()")
+    try:
+        Job.objects.filter(external_id="2").update(submit_time=at("2026-11-03T10:55:00Z"))  # 120 -> 5 minutes
+        _primary_lsn_cookie(wrote)
+
+        medians, on_replica = _queue_medians(client)
+        assert medians == {"NLP": [120.0]} and any("percentile_cont" in sql for sql in on_replica)
+        medians, on_replica = _queue_medians(wrote)
+        assert medians == {"NLP": [60.0]} and not any("percentile_cont" in sql for sql in on_replica)
+    finally:
+        _on_replica("SELECT pg_wal_replay_resume()")
+
+
+def test_a_replica_that_does_not_answer_sends_the_heatmaps_raw_reads_to_the_primary(
+    replica_port, client, cast, settings
+):
+    settings.DATABASE_ROUTERS = ROUTERS
+    _two_gpus_busy_at_90()
+    client.force_login(cast.admin)
+    connections[REPLICA].close()
+    gone = {**connections.settings[REPLICA]}
+    connections.settings[REPLICA]["PORT"] = str(_free_port())  # nothing listens there
+    try:
+        with CaptureQueriesContext(connections[DEFAULT_DB_ALIAS]) as on_primary:
+            response = client.get("/cluster/", DAY)
+    finally:
+        connections[REPLICA].close()
+        connections.settings[REPLICA].update(gone)
+    assert response.status_code == 200
+    assert [row[10] for row in response.context["charts"][0].figure["data"][0]["z"]] == [90.0, 90.0]
+    assert any("usage_gpuhour" in q["sql"] for q in on_primary)
+
+
+def test_raw_reads_go_to_the_primary_once_a_request_wrote_or_when_it_is_a_write(replica_port, cast, settings):
+    settings.DATABASE_ROUTERS = ROUTERS
+    seen: list[str] = []
+
+    def view(request: HttpRequest) -> HttpResponse:
+        seen.append(reading_connection(GpuHour).alias)
+        with transaction.atomic():
+            seen.append(reading_connection(GpuHour).alias)  # inside a transaction on the primary
+        Team.objects.create(slug=f"t{len(seen)}", name=f"Team {len(seen)}")  # the request writes
+        seen.append(reading_connection(GpuHour).alias)
+        return HttpResponse()
+
+    middleware = ReplicaReadMiddleware(view)
+    middleware(RequestFactory().get("/cluster/"))
+    middleware(RequestFactory().post("/cluster/"))
+
+    assert seen == [REPLICA, DEFAULT_DB_ALIAS, DEFAULT_DB_ALIAS] + [DEFAULT_DB_ALIAS] * 3
+    assert reading_connection(GpuHour).alias == DEFAULT_DB_ALIAS  # outside a request: the primary
+
+
+def _team_focus_csv(client) -> str:
+    """The team's FOCUS CSV as downloaded: its rows stream after the view has returned."""
+    response = client.get("/costs/team/nlp/chargeback.csv", {"month": "2026-11"})
+    body = b"".join(response.streaming_content).decode()
+    assert response.status_code == 200 and body.startswith("BilledCost,")
+    return body
+
+
+def test_the_team_focus_csv_streams_from_the_replica_unless_the_user_wrote_since(replica_port, client, cast, settings):
+    settings.DATABASE_ROUTERS = ROUTERS
+    rate(price="2.00")
+    _two_gpus_busy_at_90()
+    client.force_login(cast.finance)
+    wrote = Client()
+    wrote.force_login(cast.finance)
+    _replica_caught_up()
+
+    _on_replica("SELECT pg_wal_replay_pause()")
+    try:
+        Charge.objects.filter(user_name="alice").update(user_name="renamed")  # on the primary only
+        _primary_lsn_cookie(wrote)
+
+        body = _team_focus_csv(client)  # COPY runs on psycopg's own cursor, which no query capture sees: the rows tell
+        assert '""user"": ""alice""' in body and "renamed" not in body
+        body = _team_focus_csv(wrote)
+        assert '""user"": ""renamed""' in body and "alice" not in body
+    finally:
+        _on_replica("SELECT pg_wal_replay_resume()")
