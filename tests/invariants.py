@@ -344,7 +344,8 @@ def assert_summaries_equal_ledger() -> None:
 
 
 def assert_job_months_equal_ledger() -> None:
-    """Each job's usage rows of a month, summed per team, user and cluster, are the job-month summary's rows."""
+    """Each job's usage rows of a month, summed per team, user and cluster, are the job-month summary's rows, and
+    each of a job's rows of a month counts them (job_rows)."""
     amounts = {f"s_{a}": Sum(a) for a in JOB_AMOUNTS}
     ledger = {
         tuple(r[k] for k in JOB_KEY): (r["n"], r["first"], r["last"], *(r[f"s_{a}"] for a in JOB_AMOUNTS))
@@ -359,6 +360,9 @@ def assert_job_months_equal_ledger() -> None:
     missing = {k: v for k, v in ledger.items() if dict(summary).get(k) != v}
     extra = {k: v for k, v in summary if k not in ledger}
     assert not missing and not extra, f"the job-months differ from the ledger: ledger {missing}, summary only {extra}"
+    counted = JobMonth.objects.values("job_id", "month").annotate(n=Count("id"), lo=Min("job_rows"), hi=Max("job_rows"))
+    miscounted = [r for r in counted.order_by() if not r["n"] == r["lo"] == r["hi"]]
+    assert not miscounted, f"job-month rows that miscount the job's rows of the month: {miscounted}"
 
 
 def assert_node_rollups_equal_gpu_hours() -> None:

@@ -145,25 +145,51 @@ def jobs_month(
         rows = rows.filter(job_id__in=list(job_ids))
     if cluster_name:
         rows = rows.filter(cluster_name=cluster_name)
-    ranked = (
-        rows.values("job_id")
-        .annotate(
-            h=Sum("gpu_hours"), u=Sum("used_gpu_hours"), c=Sum("cost"), i=Sum("idle_cost"), ref=Max("job_ref"),
-            cluster=Max("cluster_name"), team=Max("team_name"), project=Max("project_name"), user=Max("user_name"),
-            currency=Max("currency"), ih=Sum("idle_gpu_hours"),
-        )
-        .order_by("-i" if order == "idle" else "-c", "job_id")
-    )  # fmt: skip
-    if order == "idle":
-        ranked = ranked.filter(~Q(i=0))
-    if limit is not None:
-        ranked = ranked[:limit]
+    by = "idle_cost" if order == "idle" else "cost"
+    ranked = _top_job_months(rows, by, limit) if close is None and limit is not None else _ranked(rows, by, limit)
     return [
         JobCost(job_pk=r["job_id"], job_ref=r["ref"], cluster=r["cluster"], team=r["team"] or UNATTRIBUTED,
                 project=r["project"] or "", user=r["user"], gpu_hours=r["h"] or ZERO, used_gpu_hours=r["u"] or ZERO,
                 cost=r["c"] or ZERO, idle_cost=r["i"] or ZERO, currency=r["currency"], idle_gpu_hours=r["ih"] or ZERO)
         for r in ranked
     ]  # fmt: skip
+
+
+RANKED_BY = {"cost": "c", "idle_cost": "i"}
+SUMMED = {"h": "gpu_hours", "u": "used_gpu_hours", "c": "cost", "i": "idle_cost", "ih": "idle_gpu_hours"}
+NAMED = {"ref": "job_ref", "cluster": "cluster_name", "team": "team_name", "project": "project_name",
+         "user": "user_name", "currency": "currency"}  # fmt: skip
+
+
+def _by_job(rows: QuerySet, by: str) -> QuerySet:
+    """Rows grouped by job and summed; by idle cost, only jobs with some."""
+    grouped = rows.values("job_id").annotate(**{k: Sum(f) for k, f in SUMMED.items()},
+                                             **{k: Max(f) for k, f in NAMED.items()})  # fmt: skip
+    # No model ordering: it would join the job (ordered by the job's own fields) to each part of a union.
+    return (grouped.filter(~Q(i=0)) if by == "idle_cost" else grouped).order_by()
+
+
+def _ranked(rows: QuerySet, by: str, limit: int | None) -> QuerySet:
+    """Rows grouped by job, most `by` first (ties by job id), the first `limit` of them."""
+    ranked = _by_job(rows, by).order_by(f"-{RANKED_BY[by]}", "job_id")
+    return ranked[:limit] if limit is not None else ranked
+
+
+def _top_job_months(rows: QuerySet, by: str, limit: int) -> QuerySet:
+    """`_ranked(rows, by, limit)` over job-months, reading about `limit` rows rather than the month's.
+
+    A job with one row in the month (job_rows = 1) ranks by that row, so the first `limit` such rows in index
+    order (jobmonth_month_cost_idx, jobmonth_month_idle_idx) are the first `limit` such jobs; the jobs with several
+    rows (re-attributed mid-month: few) are grouped and summed as before. Every job is in one of the two parts,
+    each in the order of the whole, so the first `limit` of the two are the first `limit` of all. One statement,
+    so both parts see the same rows while a pricing pass rewrites a job's.
+    """
+    single = rows.filter(job_rows=1)
+    if by == "idle_cost":
+        single = single.exclude(idle_cost=0)
+    first = single.order_by(f"-{by}", "job_id").values("pk")[:limit]
+    both = _by_job(rows.filter(pk__in=first), by).union(_by_job(rows.filter(job_rows__gt=1), by), all=True)
+    return both.order_by(f"-{RANKED_BY[by]}", "job_id")[:limit]
 
 
 def job_charges(*, job_id: int) -> JobCost | None:

@@ -4,6 +4,7 @@ were removed), are summed again over their whole month. governance/costs/summari
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import date
 
 from django.db import connection
@@ -18,9 +19,12 @@ KEY = (
 )  # fmt: skip
 AMOUNTS = ("gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cost", "idle_cost")
 USAGE = Q(kind="usage", job__isnull=False)
-_COLUMNS = ", ".join((*KEY, "first_day", "last_day", "rows", *AMOUNTS))
+_COLUMNS = ", ".join((*KEY, "first_day", "last_day", "rows", "job_rows", *AMOUNTS))
+# job_rows: the job-month's groups, counted over the groups (a window over the grouped rows).
 _SELECT = ", ".join(
-    [f"c.{k}" for k in KEY] + ["min(c.day)", "max(c.day)", "count(*)"] + [f"sum(c.{a})" for a in AMOUNTS]
+    [f"c.{k}" for k in KEY]
+    + ["min(c.day)", "max(c.day)", "count(*)", "count(*) OVER (PARTITION BY c.job_id, c.month)"]
+    + [f"sum(c.{a})" for a in AMOUNTS]
 )
 _GROUP = ", ".join(f"c.{k}" for k in KEY)
 # One statement: the job-months to sum again are found before the delete, which sees none of the rows inserted.
@@ -81,8 +85,10 @@ def _insert(rows) -> None:
         .annotate(n=Count("id"), first=Min("day"), last=Max("day"), **{f"s_{a}": Sum(a) for a in AMOUNTS})
         .order_by()
     )
+    groups = list(groups)
+    per_job = Counter((g["job_id"], g["month"]) for g in groups)
     JobMonth.objects.bulk_create(
         [JobMonth(**{k: g[k] for k in KEY}, first_day=g["first"], last_day=g["last"], rows=g["n"],
-                  **{a: g[f"s_{a}"] for a in AMOUNTS}) for g in groups],
+                  job_rows=per_job[g["job_id"], g["month"]], **{a: g[f"s_{a}"] for a in AMOUNTS}) for g in groups],
         batch_size=2000,
     )  # fmt: skip

@@ -3,6 +3,7 @@
 from decimal import Decimal
 
 from django.db import models
+from django.db.models import Q
 
 from governance.costs.models.common import HOURS, MONEY, Precision
 from governance.costs.models.ledger import LineKind
@@ -90,6 +91,9 @@ class JobMonth(models.Model):
     )
     last_day = models.DateField()
     rows = models.PositiveIntegerField(help_text="How many ledger rows the sums are of.")
+    job_rows = models.PositiveIntegerField(
+        default=1, help_text="How many rows the job has this month (more than one: re-attributed mid-month)."
+    )
     gpu_hours = _sum(HOURS)
     used_gpu_hours = _sum(HOURS)
     idle_gpu_hours = _sum(HOURS)
@@ -102,6 +106,13 @@ class JobMonth(models.Model):
             models.Index(fields=["month", "team"], name="jobmonth_month_team_idx"),
             models.Index(fields=["job", "month"], name="jobmonth_job_month_idx"),
             models.Index(fields=["cluster", "first_day"], name="jobmonth_cluster_first_idx"),
+            # A month's costliest jobs read in order: a job of one row ranks by its row (breakdowns.jobs_month);
+            # the few of several rows are summed.
+            models.Index(fields=["month", "-cost", "job"], condition=Q(job_rows=1), name="jobmonth_month_cost_idx"),
+            models.Index(
+                fields=["month", "-idle_cost", "job"], condition=Q(job_rows=1), name="jobmonth_month_idle_idx"
+            ),
+            models.Index(fields=["month", "job"], condition=Q(job_rows__gt=1), name="jobmonth_month_split_idx"),
         ]
 
     def __str__(self) -> str:
