@@ -20,8 +20,8 @@ def test_it_posts_one_nodes_eight_gpus_of_one_interval_each_under_a_batch_id_of_
 
 
 def test_a_server_is_a_label_a_checkout_and_gunicorn_options():
-    server = web_load._parse_server("base=/tmp/base=--workers 2 --worker-class gthread")
+    server = web_load._parse_server("base=/srv/base=--workers 2 --worker-class gthread")
 
-    assert server.label == "base" and server.root == Path("/tmp/base")
+    assert server.label == "base" and server.root == Path("/srv/base")
     assert server.args == ["--workers", "2", "--worker-class", "gthread"]
     assert web_load._parse_server("mine").root == web_load.ROOT
