@@ -10,4 +10,4 @@ RUN pip install --no-cache-dir ./agent .
 COPY . .
 RUN DEBUG=1 STATIC_MANIFEST=1 python manage.py collectstatic --noinput
 EXPOSE 8000
-CMD ["gunicorn", "governance.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
+CMD ["gunicorn", "governance.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--worker-class", "gthread", "--threads", "4"]

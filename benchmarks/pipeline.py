@@ -27,8 +27,17 @@ from governance.usage.models import IngestBatch
 
 # As docker-compose.yml deploys it: one ingest worker process per core, each taking one batch at a time.
 INGEST_WORKERS = int(os.environ.get("BENCH_INGEST_WORKERS", 0)) or os.cpu_count() or 1
+WEB_THREADS = 4  # per gunicorn worker, as docker-compose.yml runs it
 WORKER_TIMEOUT_S = 300
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def gunicorn_options() -> list[str]:
+    """The web tier's gunicorn options, as docker-compose.yml runs it: threaded workers (gthread), which keep a
+    client's connection open between its requests and serve one request while another waits on the database or
+    the broker; sync workers close every connection after its answer and do one thing at a time."""
+    return ["--workers", str(INGEST_WORKERS), "--worker-class", "gthread", "--threads", str(WEB_THREADS),
+            "--keep-alive", "5", "--no-control-socket"]  # fmt: skip
 
 
 def _database_url() -> str:
@@ -92,6 +101,9 @@ def pipeline_started(*, analysis_workers: int = 0) -> Iterator[Pipeline | None]:
         "SECURE_SSL_REDIRECT": "false",  # plain HTTP on loopback: no TLS proxy in front of the bench
         # A whole simulated fleet comes online in the bench's first hour: the onboarding bound is not what it measures.
         "FLEET_MAX_NEW_GPUS_PER_TOKEN_HOUR": "1000000",
+        # Throttle counts in Redis, as docker-compose.yml deploys it (there in a database of its own; here the
+        # broker's, whose keys the cache's never meet), not in the database's cache table.
+        "CACHE_URL": os.environ.get("CACHE_URL") or settings.CELERY_BROKER_URL,
         # Pages link static files by their plain names: the bench does not run collectstatic for the hashed ones.
         "STATIC_MANIFEST": "false",
     }  # fmt: skip
@@ -100,7 +112,7 @@ def pipeline_started(*, analysis_workers: int = 0) -> Iterator[Pipeline | None]:
         pidfiles = [Path(tmp) / f"worker-{queue}.pid" for queue, _ in workers]
         commands = [
             [sys.executable, "-m", "gunicorn", "governance.wsgi:application", "--bind", f"127.0.0.1:{port}",
-             "--workers", str(INGEST_WORKERS)],
+             *gunicorn_options()],
         ] + [
             [sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", queue, "-n", f"{queue}@%h",
              "--concurrency", str(concurrency), "--prefetch-multiplier", "1", "--pidfile", str(pidfile),

@@ -3,8 +3,12 @@
 Failed lookups are counted per client address in the shared cache (the database's when CACHE_URL is unset):
 past API_TOKEN_FAILURES_PER_MINUTE in a minute, that address's invalid tokens get 429 instead of 401. A valid
 token is looked up first and never refused for what others sent from its address.
+
+An ingest token found valid is kept in the process for API_TOKEN_CACHE_S seconds (governance/api/token_cache.py):
+a collector's POSTs then authenticate without a query, and a revocation reaches every process within that time.
 """
 
+import copy
 import time
 
 from django.conf import settings
@@ -15,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from governance.api.models import ApiToken, hash_token
+from governance.api.token_cache import token_remember, token_remembered
 
 # Scopes only a platform admin may hold (governance/api/services.py refuses to issue them to anyone else).
 ADMIN_ONLY_SCOPES = {ApiToken.Scope.ADMIN, ApiToken.Scope.INGEST}
@@ -42,6 +47,25 @@ def _failure_record(key: str) -> None:
         cache.add(key, 1, FAILURE_WINDOW_S * 2)
 
 
+def _token_found(digest: str, now) -> ApiToken | None:
+    """The active token of `digest` (its user with it): from this process's recent lookups where it is an
+    ingest token seen less than API_TOKEN_CACHE_S ago, else from the database. A copy: a request may set
+    attributes on its token or user without another request (another thread) seeing them."""
+    ttl = settings.API_TOKEN_CACHE_S
+    kept = token_remembered(digest, ttl_s=ttl) if ttl > 0 else None
+    if kept is None:
+        kept = ApiToken.objects.active(now).select_related("user").filter(key_hash=digest).first()
+        if kept is None:
+            return None
+        if ttl > 0 and kept.scope == ApiToken.Scope.INGEST:
+            token_remember(digest, kept)
+    elif kept.expires_at <= now:
+        return None
+    token = copy.copy(kept)
+    token.user = copy.copy(kept.user)
+    return token
+
+
 class ApiTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
@@ -53,7 +77,8 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
         raw = header[1].decode(errors="replace")
         now = timezone.now()
-        token = ApiToken.objects.active(now).select_related("user").filter(key_hash=hash_token(raw)).first()
+        digest = hash_token(raw)
+        token = _token_found(digest, now)
         if token is None or not token.user.is_active:
             # Only the sender of bad tokens is slowed down: a good token from the same address (a NAT, a proxy)
             # was looked up above and never reaches this count.
@@ -68,6 +93,9 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(TOKEN_INVALID)
         if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+            kept = token_remembered(digest, ttl_s=settings.API_TOKEN_CACHE_S)
+            if kept is not None:
+                kept.last_used_at = now  # the next requests within the minute update nothing
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

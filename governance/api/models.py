@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from governance.api.token_cache import token_forget
+
 TOKEN_PREFIX = "ggt_"
 
 
@@ -67,6 +69,7 @@ class ApiToken(models.Model):
     def revoke(self) -> None:
         self.revoked_at = timezone.now()
         self.save(update_fields=["revoked_at"])
+        token_forget(self.key_hash)
 
 
 class AuditEntry(models.Model):

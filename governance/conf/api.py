@@ -51,6 +51,9 @@ API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 500)
 # A new API token lives this many days unless its creator asks for less; nobody may ask for more than the maximum.
 API_TOKEN_DEFAULT_DAYS = env_int("API_TOKEN_DEFAULT_DAYS", 90)
 API_TOKEN_MAX_DAYS = env_int("API_TOKEN_MAX_DAYS", 365)
+# An ingest token found valid authenticates the next requests to the same web process without a query for this
+# many seconds (0: looked up every time); so a revoked one keeps working in other processes that long at most.
+API_TOKEN_CACHE_S = env_int("API_TOKEN_CACHE_S", 5)
 # Invalid bearer tokens one client address may present in a minute before it gets 429.
 API_TOKEN_FAILURES_PER_MINUTE = env_int("API_TOKEN_FAILURES_PER_MINUTE", 20)
 # While the database is unreachable the API answers 503 with this Retry-After (seconds).

@@ -61,6 +61,9 @@ CELERY_TASK_ANNOTATIONS = ["governance.celery.DeliveryPolicy"]
 # After an enqueue fails (broker down), the web process stores batches without trying the broker for this long;
 # the sweep enqueues them.
 INGEST_ENQUEUE_PAUSE_S = env_float("INGEST_ENQUEUE_PAUSE_S", 5.0)
+# An ingest worker process asks for a pricing pass at most this often (seconds; a pass prices every mark left, so
+# one after a second's batches does what one per batch did); 0: one per batch.
+INGEST_REPRICE_EVERY_S = env_float("INGEST_REPRICE_EVERY_S", 1.0)
 # How long a worker waits for the row lock of a batch another session holds (a session about to die, most often)
 # before it retries the batch later.
 INGEST_CLAIM_LOCK_TIMEOUT_S = env_float("INGEST_CLAIM_LOCK_TIMEOUT_S", 5.0)

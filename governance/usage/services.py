@@ -21,7 +21,7 @@ from django.utils import timezone
 from collectors.records import Batch, decode_batch, encode, pod_namespace, records_check
 from governance.api.models import ApiToken
 from governance.lib.doors import Door, current_door, door_entered
-from governance.lib.enqueue import enqueue_on_commit, task_named
+from governance.lib.enqueue import enqueue_coalesced_on_commit, enqueue_on_commit, task_named
 from governance.org.services import project_ids_resolver
 from governance.usage import prepared, writer
 from governance.usage.fleet_growth import fleet_growth_check
@@ -282,7 +282,8 @@ def usage_prepared_write(
     if header.samples:
         writer.fleet_touch(header.gpus, cluster_ids)
         writer.rollups_fold()
-    enqueue_on_commit(REPRICE_TASK)
+    # One pricing pass a second per ingest worker, whatever the batches a second: a pass prices every mark left.
+    enqueue_coalesced_on_commit(REPRICE_TASK, every_s=settings.INGEST_REPRICE_EVERY_S)
     return ProcessResult(jobs=len(header.jobs), samples=header.samples)
 
 
