@@ -19,7 +19,6 @@ from django.db.models import Case, Max, Min, Q, When
 from django.utils import timezone
 
 from collectors.records import Batch, decode_batch, encode, pod_namespace, records_check
-from governance.api.models import ApiToken
 from governance.lib.doors import Door, current_door, door_entered
 from governance.lib.enqueue import enqueue_coalesced_on_commit, enqueue_on_commit, task_named
 from governance.org.services import project_ids_resolver
@@ -191,14 +190,13 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
             claimed = writer.inbox_claim(inbox_pk)
             if claimed is None:
                 return None
-            form, body, source, batch_id, token_id = claimed
-            create = source == IngestBatch.Source.IMPORT
-            with writer.gc_paused(), door_entered(_ingest_door(batch_id, token_id)):
-                if form == IngestBatch.Format.PREPARED:
-                    decoded = prepared.decode(body)
+            create, token_id = claimed.source == IngestBatch.Source.IMPORT, claimed.token_id
+            with writer.gc_paused(), door_entered(_ingest_door(claimed)):
+                if claimed.format == IngestBatch.Format.PREPARED:
+                    decoded = prepared.decode(claimed.body)
                     result = usage_prepared_write(batch=decoded, create_projects=create, token_id=token_id)
                 else:  # SQLite, or a batch stored before prepared batches existed
-                    batch = decode_batch(body)
+                    batch = decode_batch(claimed.body)
                     result = usage_records_write(batch=batch, create_projects=create, token_id=token_id)
     except psycopg.errors.LockNotAvailable:  # another session holds the batch: not an attempt that failed
         raise
@@ -208,14 +206,13 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
     return result
 
 
-def _ingest_door(batch_id: uuid.UUID, token_id: int | None) -> Door:
+def _ingest_door(claimed: writer.Claimed) -> Door:
     """What a batch changes came through ingest, by the token that sent it (an import keeps its command's door)."""
-    outer = current_door()
-    token = ApiToken.objects.filter(pk=token_id).select_related("user").first() if token_id is not None else None
-    if token is None:
-        return outer or Door(kind="ingest", where=f"batch {batch_id}")
-    return Door(kind="ingest", where=f"batch {batch_id}", actor_name=token.user.get_username(),
-                user_id=token.user_id, token_id=token.pk, token_name=token.name)  # fmt: skip
+    where = f"batch {claimed.batch_id}"
+    if claimed.token_id is None or claimed.user_id is None:  # no token, or its token is gone
+        return current_door() or Door(kind="ingest", where=where)
+    return Door(kind="ingest", where=where, actor_name=claimed.user_name, user_id=claimed.user_id,
+                token_id=claimed.token_id, token_name=claimed.token_name)  # fmt: skip
 
 
 def inbox_failure_record(*, inbox_pk: int, error: BaseException) -> None:

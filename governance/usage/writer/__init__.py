@@ -6,7 +6,7 @@ table and both hourly rollups with one set-based statement each.
 """
 
 from governance.usage.writer.fleet import clusters_ensure, fleet_touch, gpu_ids_ensure, nodes_ensure
-from governance.usage.writer.inbox import Attempt, gc_paused, inbox_attempt_start, inbox_claim, inbox_insert
+from governance.usage.writer.inbox import Attempt, Claimed, gc_paused, inbox_attempt_start, inbox_claim, inbox_insert
 from governance.usage.writer.jobs import job_ids_ensure, jobs_apply, jobs_source_record
 from governance.usage.writer.rollups import MARK_DAYS, rollups_fold
 from governance.usage.writer.samples import samples_write
@@ -17,6 +17,7 @@ __all__ = [
     "SAMPLE_COLUMNS",
     "SAMPLE_TYPES",
     "Attempt",
+    "Claimed",
     "clusters_ensure",
     "fleet_touch",
     "gc_paused",

@@ -7,12 +7,15 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
+from typing import NamedTuple
 
 import psycopg
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from governance.api.models import ApiToken
 from governance.usage.models import IngestBatch
 
 # Django's PostgreSQL cursors bind parameters client-side, which writes a batch body into the SQL text
@@ -118,21 +121,42 @@ def inbox_attempt_start(inbox_pk: int) -> Attempt:
     return Attempt.STARTED if row[0] else Attempt.DEAD
 
 
-# Claims the batch whose attempt was counted, marks it processed and returns its body, in one round trip; a
-# rollback of the processing transaction undoes the mark (never the count). When another session processed it in
-# the meantime, the row no longer matches and the claim returns nothing.
+class Claimed(NamedTuple):
+    """A claimed inbox batch, and who sent it: its token's name, user id and user name (empty and None when it came
+    through no token, an import, or its token is gone), for the audit door of what it changes."""
+
+    format: str
+    body: bytes
+    source: str
+    batch_id: uuid.UUID
+    token_id: int | None
+    token_name: str
+    user_id: int | None
+    user_name: str
+
+
+# Claims the batch whose attempt was counted, marks it processed and returns its body and who sent it, in one round
+# trip; a rollback of the processing transaction undoes the mark (never the count). When another session processed
+# it in the meantime, the row no longer matches and the claim returns nothing.
 INBOX_CLAIM = """
-UPDATE usage_ingestbatch SET processed_at = %s, last_error = ''
-WHERE id = %s AND processed_at IS NULL AND dead_at IS NULL
-RETURNING format, body, source, batch_id, token_id
+UPDATE usage_ingestbatch b SET processed_at = %s, last_error = ''
+WHERE b.id = %s AND b.processed_at IS NULL AND b.dead_at IS NULL
+RETURNING b.format, b.body, b.source, b.batch_id, b.token_id,
+    coalesce((SELECT t.name FROM {token} t WHERE t.id = b.token_id), ''),
+    (SELECT t.user_id FROM {token} t WHERE t.id = b.token_id),
+    coalesce((SELECT u.{username} FROM {token} t JOIN {user} u ON u.id = t.user_id WHERE t.id = b.token_id), '')
 """
 
 
-def inbox_claim(inbox_pk: int) -> tuple[str, bytes, str, uuid.UUID, int | None] | None:
-    """(format, body, source, batch id, token id) of an unprocessed inbox batch whose attempt `inbox_attempt_start`
-    counted, now marked processed in the current transaction; None when it is processed already or dead. Raises
-    psycopg.errors.LockNotAvailable when another session holds the batch for longer than
-    INGEST_CLAIM_LOCK_TIMEOUT_S (the task retries it).
+def _claim_statement() -> str:
+    user = get_user_model()
+    return INBOX_CLAIM.format(token=ApiToken._meta.db_table, user=user._meta.db_table, username=user.USERNAME_FIELD)
+
+
+def inbox_claim(inbox_pk: int) -> Claimed | None:
+    """An unprocessed inbox batch whose attempt `inbox_attempt_start` counted, now marked processed in the current
+    transaction; None when it is processed already or dead. Raises psycopg.errors.LockNotAvailable when another
+    session holds the batch for longer than INGEST_CLAIM_LOCK_TIMEOUT_S (the task retries it).
 
     On PostgreSQL the transaction will also commit without waiting for its WAL flush: safe for processing a
     batch, never for storing one. If the server crashes before the flush, the samples, rollups and the mark
@@ -151,13 +175,18 @@ def inbox_claim(inbox_pk: int) -> tuple[str, bytes, str, uuid.UUID, int | None] 
         inbox.processed_at = timezone.now()
         inbox.last_error = ""
         inbox.save(update_fields=["processed_at", "last_error"])
-        return inbox.format, bytes(inbox.body), inbox.source, inbox.batch_id, inbox.token_id
-    # Both statements in one round trip (pipeline mode); binary: the body comes back as its bytes.
+        token = None
+        if inbox.token_id is not None:
+            token = ApiToken.objects.filter(pk=inbox.token_id).select_related("user").first()
+        sender = (token.name, token.user_id, token.user.get_username()) if token else ("", None, "")
+        return Claimed(inbox.format, bytes(inbox.body), inbox.source, inbox.batch_id, inbox.token_id, *sender)
+    # All three statements in one round trip (pipeline mode); binary: the body comes back as its bytes.
     with connection.connection.pipeline(), psycopg.Cursor(connection.connection) as cursor:
         cursor.execute("SET LOCAL synchronous_commit TO OFF")
         cursor.execute(f"SET LOCAL lock_timeout = {int(settings.INGEST_CLAIM_LOCK_TIMEOUT_S * 1000)}")
-        cursor.execute(INBOX_CLAIM, [timezone.now(), inbox_pk], binary=True)
-        return cursor.fetchone()
+        cursor.execute(_claim_statement(), [timezone.now(), inbox_pk], binary=True)
+        row = cursor.fetchone()
+    return None if row is None else Claimed(*row)
 
 
 @contextmanager

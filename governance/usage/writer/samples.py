@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection
 
 from governance.usage import prepared
 from governance.usage.writer.sql import (
@@ -62,12 +62,23 @@ WITH written AS (
 # PostgreSQL, first try: a batch of readings none of which is stored yet (the usual case) goes in by a plain
 # INSERT, which the unique index checks as it writes, and is aggregated straight from the stage. Skipping the
 # ON CONFLICT arbiter's speculative insertion and the RETURNING of every row halves what the insert costs. A
-# reading stored before (or twice in the batch) fails the statement: `samples_write` rolls back to a savepoint
-# and writes the batch by WRITE_SAMPLES_POSTGRES instead.
+# reading stored before (or twice in the batch) fails the statement: `samples_write` rolls back to the savepoint
+# and writes the batch by WRITE_SAMPLES_POSTGRES instead. The savepoint is taken and released in the same round
+# trip as the insert (three round trips were two thirds of what a 2,000-record batch's write waited for).
+NEW_SAMPLES_SAVEPOINT = "usage_new_samples"
 WRITE_NEW_SAMPLES_POSTGRES = f"""
+SAVEPOINT {NEW_SAMPLES_SAVEPOINT};
 {INSERT_SAMPLES.format(**POSTGRES_TERMS, stage=STAGE)};
-{AGGREGATE_HOURS.format(**POSTGRES_TERMS, stage=STAGE)}
+{AGGREGATE_HOURS.format(**POSTGRES_TERMS, stage=STAGE)};
+RELEASE SAVEPOINT {NEW_SAMPLES_SAVEPOINT}
 """
+
+# After a duplicate broke the plain insert: back to the savepoint, and the batch written again, skipping what is
+# stored (one round trip).
+UNDO_AND_WRITE_SAMPLES_POSTGRES = f"""
+ROLLBACK TO SAVEPOINT {NEW_SAMPLES_SAVEPOINT};
+RELEASE SAVEPOINT {NEW_SAMPLES_SAVEPOINT};
+{WRITE_SAMPLES_POSTGRES}"""
 
 # SQLite (one writer at a time): the staged readings already stored, or staged twice, leave the stage first.
 UNSTAGE_STORED_SQLITE = (
@@ -89,11 +100,11 @@ def samples_write(
     if connection.vendor == "postgresql":
         params.update(gpu_ids=gpu_ids, job_ids=job_ids)
         try:
-            with transaction.atomic():  # a savepoint: a duplicate undoes the plain insert only
-                execute_in_turn([WRITE_NEW_SAMPLES_POSTGRES], params)
+            execute_in_turn([WRITE_NEW_SAMPLES_POSTGRES], params)
         except IntegrityError as exc:
             if not isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
-                raise
-            execute_in_turn([WRITE_SAMPLES_POSTGRES], params)
+                raise  # the transaction is broken: the caller's atomic block rolls it back
+            # A duplicate undoes the plain insert only (and whatever of the aggregate ran).
+            execute_in_turn([UNDO_AND_WRITE_SAMPLES_POSTGRES], params)
         return
     execute_in_turn([for_vendor(s) for s in (*UNSTAGE_STORED_SQLITE, INSERT_SAMPLES, AGGREGATE_HOURS)], params)
