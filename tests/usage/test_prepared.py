@@ -57,25 +57,6 @@ def test_a_prepared_payload_decodes_to_the_same_header_and_binary_copy_rows():
     assert rows.count(struct.pack(">h", len(prepared.STAGE_COLUMNS))) >= 3
 
 
-@postgres_only
-@pytest.mark.django_db
-def test_the_rows_encoded_by_psycopgs_row_formatter_are_the_bytes_copy_write_row_writes(monkeypatch):
-    records = [
-        sample_record(ts="2026-11-03T09:00:00Z", sm_util=None, power_w=None, job_id=None, job_cpu_numa_nodes=None),
-        *series(start=at("2026-11-03T09:01:00Z"), minutes=3, sm_util=42.5),
-        sample_record(ts="2026-11-03T09:05:00Z", gpu_uuid="GPU-2", job_cpu_numa_nodes=[0, 62], gpu_numa_node=1),
-    ]
-    batch = prepared.prepare(decode_batch(batch_body([job_record(), *records])))
-    connection.ensure_connection()
-
-    fast = prepared.encode(batch, connection.connection)
-    monkeypatch.setattr(prepared, "_format_row_binary", None)  # psycopg's Copy.write_row, row by row
-    by_copy = prepared.encode(batch, connection.connection)
-
-    assert prepared._format_row_binary is None and fast == by_copy
-    assert bytes(prepared.decode(fast).rows).endswith(b"\xff\xff")
-
-
 @pytest.mark.parametrize(
     "payload",
     [b'{"batch_id": "x"}', prepared.MAGIC + struct.pack(">I", 3) + b"\xc1\xc1\xc1", prepared.MAGIC[:2]],
