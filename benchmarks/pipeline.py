@@ -27,7 +27,7 @@ from governance.usage.models import IngestBatch
 
 # As docker-compose.yml deploys it: one ingest worker process per core, each taking one batch at a time.
 INGEST_WORKERS = int(os.environ.get("BENCH_INGEST_WORKERS", 0)) or os.cpu_count() or 1
-WEB_THREADS = 4  # per gunicorn worker, as docker-compose.yml runs it
+WEB_THREADS = int(os.environ.get("BENCH_WEB_THREADS", 4))  # per gunicorn worker, as docker-compose.yml runs it
 WORKER_TIMEOUT_S = 300
 ROOT = Path(__file__).resolve().parents[1]
 
