@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,17 @@ def _on_replica(sql: str) -> object:
         return cursor.fetchone()[0]
 
 
+@contextmanager
+def _replay_paused() -> Iterator[None]:
+    """The replica stops replaying the primary's WAL for the duration (what the primary writes meanwhile, it lacks),
+    and replays again afterwards, whatever happened."""
+    _on_replica("SELECT pg_wal_replay_pause()")
+    try:
+        yield
+    finally:
+        _on_replica("SELECT pg_wal_replay_resume()")
+
+
 def _replica_caught_up() -> None:
     with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
         cursor.execute("SELECT pg_current_wal_flush_lsn()::text")
@@ -162,8 +174,7 @@ def test_pages_read_the_replica_and_a_user_reads_their_own_writes_from_the_prima
     page, replica_statements = _teams_page(client)
     assert "Vision" in page and replica_statements > 1  # the session, the user and the list came from the replica
 
-    _on_replica("SELECT pg_wal_replay_pause()")  # the replica falls behind from here
-    try:
+    with _replay_paused():  # the replica falls behind from here
         Team.objects.create(slug="elsewhere", name="Written elsewhere")  # another user's write, on the primary
         page, _ = _teams_page(client)
         assert "Written elsewhere" not in page  # not replayed yet: a page on the replica may be a moment behind
@@ -177,8 +188,6 @@ def test_pages_read_the_replica_and_a_user_reads_their_own_writes_from_the_prima
         page, replica_statements = _teams_page(client)
         assert "Mine" in page and "Written elsewhere" in page  # their own write: read from the primary
         assert replica_statements == 1  # only the replay position was asked of the replica
-    finally:
-        _on_replica("SELECT pg_wal_replay_resume()")
 
     _replica_caught_up()
     page, replica_statements = _teams_page(client)
@@ -261,8 +270,7 @@ def test_the_heatmap_reads_its_cells_on_the_replica_and_a_user_who_wrote_reads_t
     wrote.force_login(cast.alice)
     _replica_caught_up()
 
-    _on_replica("SELECT pg_wal_replay_pause()")
-    try:
+    with _replay_paused():
         # Written on the primary only, and read by the cells' raw SQL only: 90% becomes 30%, per GPU and per node.
         GpuHour.objects.update(sm_sum=F("sm_samples") * 30.0)
         NodeHour.objects.update(sm_sum=F("sm_samples") * 30.0)
@@ -279,8 +287,6 @@ def test_the_heatmap_reads_its_cells_on_the_replica_and_a_user_who_wrote_reads_t
         assert column == [90.0] and any("usage_nodehour" in sql for sql in on_replica)
         column, _ = _heatmap_at_ten(wrote)
         assert column == [30.0]
-    finally:
-        _on_replica("SELECT pg_wal_replay_resume()")
 
 
 def _queue_medians(client) -> tuple[dict[str, list[float]], list[str]]:
@@ -305,8 +311,7 @@ def test_the_overviews_queue_wait_boxes_are_read_on_the_replica_unless_the_user_
     wrote.force_login(cast.admin)
     _replica_caught_up()
 
-    _on_replica("SELECT pg_wal_replay_pause()")
-    try:
+    with _replay_paused():
         Job.objects.filter(external_id="2").update(submit_time=at("2026-11-03T10:55:00Z"))  # 120 -> 5 minutes
         _primary_lsn_cookie(wrote)
 
@@ -314,8 +319,6 @@ def test_the_overviews_queue_wait_boxes_are_read_on_the_replica_unless_the_user_
         assert medians == {"NLP": [120.0]} and any("percentile_cont" in sql for sql in on_replica)
         medians, on_replica = _queue_medians(wrote)
         assert medians == {"NLP": [60.0]} and not any("percentile_cont" in sql for sql in on_replica)
-    finally:
-        _on_replica("SELECT pg_wal_replay_resume()")
 
 
 def test_a_replica_that_does_not_answer_sends_the_heatmaps_raw_reads_to_the_primary(
@@ -375,8 +378,7 @@ def test_the_team_focus_csv_streams_from_the_replica_unless_the_user_wrote_since
     wrote.force_login(cast.finance)
     _replica_caught_up()
 
-    _on_replica("SELECT pg_wal_replay_pause()")
-    try:
+    with _replay_paused():
         Charge.objects.filter(user_name="alice").update(user_name="renamed")  # on the primary only
         _primary_lsn_cookie(wrote)
 
@@ -384,5 +386,3 @@ def test_the_team_focus_csv_streams_from_the_replica_unless_the_user_wrote_since
         assert '""user"": ""alice""' in body and "renamed" not in body
         body = _team_focus_csv(wrote)
         assert '""user"": ""renamed""' in body and "alice" not in body
-    finally:
-        _on_replica("SELECT pg_wal_replay_resume()")
