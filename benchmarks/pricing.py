@@ -7,9 +7,12 @@
 - `price_fleet_hour_100k_s`: one hour of 100,000 GPUs (12,500 running 8-GPU jobs) after its samples landed: the
   job-days and the cluster-day it marked, priced.
 
-The larger fleet should keep at least 0.8 of the smaller one's pace (`..._pace_10x`). `GOVERNANCE_BENCH_PRICING_GPUS`
-(default `2560,25600`) and `GOVERNANCE_BENCH_FLEET_HOUR_GPUS` (default 100000) size them. Rows are written
-set-based inside a transaction that is rolled back.
+The larger fleet should keep at least 0.8 of the smaller one's pace (`..._pace_10x`). The smaller fleet's pricing
+and findings take a few seconds each, where one busy moment of a shared machine moved the ratio by a third: they
+are timed SMALLER_TRIES times (each from the same marked month, the tries before rolled back) and the best
+counts; the larger fleet's run, ten times as long, once. Warm caches only help the smaller fleet's later tries,
+so the ratio errs low. `GOVERNANCE_BENCH_PRICING_GPUS` (default `2560,25600`) and `GOVERNANCE_BENCH_FLEET_HOUR_GPUS`
+(default 100000) size them. Rows are written set-based inside a transaction that is rolled back.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from governance.lib.env import env_int, env_str
 from governance.lib.months import Month
 
 MONTH = Month(2001, 1)
+SMALLER_TRIES = 3
 MODEL = "BENCH GPU"
 DAYS_PER_JOB = 10
 
@@ -111,10 +115,11 @@ def run(out: Out) -> None:
         out("pricing", "skipped (needs PostgreSQL)")
         return
     paces: dict[str, dict[int, float]] = {"reprice_job_days_per_s": {}, "findings_jobs_per_s": {}}
-    for gpus in _sizes():
+    sizes = _sizes()
+    for gpus in sizes:
         try:
             with transaction.atomic():
-                _month(out, gpus, paces)
+                _month(out, gpus, paces, tries=SMALLER_TRIES if gpus == min(sizes) and len(sizes) > 1 else 1)
                 raise _Rollback
         except _Rollback:
             pass
@@ -130,7 +135,7 @@ def run(out: Out) -> None:
         pass
 
 
-def _month(out: Out, gpus: int, paces: dict[str, dict[int, float]]) -> None:
+def _month(out: Out, gpus: int, paces: dict[str, dict[int, float]], *, tries: int = 1) -> None:
     start = MONTH.start
     began = time.perf_counter()
     params = _params(gpus, f"bench-{gpus}", start, MONTH.end - timedelta(hours=1))
@@ -139,21 +144,27 @@ def _month(out: Out, gpus: int, paces: dict[str, dict[int, float]]) -> None:
     out(f"pricing_seed_{gpus}_s", round(time.perf_counter() - began, 1))
 
     now = MONTH.end + timedelta(days=1)
-    began = time.perf_counter()
-    done = charges_reprice(now=now)
-    seconds = time.perf_counter() - began
+    priced = evaluated = 0.0
+    for attempt in range(tries):
+        marked = transaction.savepoint()
+        began = time.perf_counter()
+        done = charges_reprice(now=now)
+        priced = max(priced, done.job_days / (time.perf_counter() - began))
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT id FROM usage_job WHERE external_id LIKE 'b%%' ORDER BY id")
+            ids = [pk for (pk,) in cursor.fetchall()]
+        began = time.perf_counter()
+        jobs = findings_evaluate(job_ids=ids, now=now).jobs
+        evaluated = max(evaluated, jobs / (time.perf_counter() - began))
+        if attempt < tries - 1:
+            transaction.savepoint_rollback(marked)  # the month marked and unpriced again, for the next try
     out(f"reprice_job_days_{gpus}", done.job_days)
-    paces["reprice_job_days_per_s"][gpus] = done.job_days / seconds
-    out(f"reprice_job_days_per_s_{gpus}", round(done.job_days / seconds))
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT id FROM usage_job WHERE external_id LIKE 'b%%' ORDER BY id")
-        ids = [pk for (pk,) in cursor.fetchall()]
-    began = time.perf_counter()
-    evaluated = findings_evaluate(job_ids=ids, now=now)
-    seconds = time.perf_counter() - began
-    paces["findings_jobs_per_s"][gpus] = evaluated.jobs / seconds
-    out(f"findings_jobs_per_s_{gpus}", round(evaluated.jobs / seconds))
+    paces["reprice_job_days_per_s"][gpus] = priced
+    out(f"reprice_job_days_per_s_{gpus}", round(priced))
+    paces["findings_jobs_per_s"][gpus] = evaluated
+    out(f"findings_jobs_per_s_{gpus}", round(evaluated))
+    if tries > 1:
+        out(f"pricing_tries_{gpus}", f"{tries} (best counts)")
 
     began = time.perf_counter()
     statement_close(month=MONTH, now=now)

@@ -64,6 +64,14 @@ INGEST_ENQUEUE_PAUSE_S = env_float("INGEST_ENQUEUE_PAUSE_S", 5.0)
 # An ingest worker process asks for a pricing pass at most this often (seconds; a pass prices every mark left, so
 # one after a second's batches does what one per batch did); 0: one per batch.
 INGEST_REPRICE_EVERY_S = env_float("INGEST_REPRICE_EVERY_S", 1.0)
+# Pricing marks a pass claims (then the rest of the last cluster-day it reached). Marks are claimed by whole
+# cluster-days, oldest first, and a pass pays once for each job it prices (its facts, its hours, its month's sums):
+# a backlog of a large fleet's days (a month loaded in arrears, a worker that was down) is priced in passes of a
+# few days each, where a smaller pass would price each long job again for every day or two. Measured here
+# (benchmarks/pricing.py, a month of 25,600 one-GPU jobs of ten days): 20,000 a pass priced 5,075 job-days/s with a
+# peak of 207 MB, 50,000 7,092/s and 321 MB, 100,000 7,289/s and 480 MB; about 7 s a pass at 50,000, well inside
+# TASK_TIME_LIMIT_S. Lower it for workers short of memory.
+PRICING_CLAIM_MARKS = env_int("PRICING_CLAIM_MARKS", 50_000)
 # How long a worker waits for the row lock of a batch another session holds (a session about to die, most often)
 # before it retries the batch later.
 INGEST_CLAIM_LOCK_TIMEOUT_S = env_float("INGEST_CLAIM_LOCK_TIMEOUT_S", 5.0)

@@ -51,11 +51,10 @@ from governance.usage.utilisation import cluster_hours_refresh
 logger = logging.getLogger(__name__)
 
 # A pass's fixed costs (the cluster-days it refreshes, the contention check of every job held on them) are paid per
-# cluster-day, and marks are claimed by whole cluster-days (governance/costs/claims.py): a pass this large covers
-# whole days of a large fleet, so the pace holds as the fleet grows (a backlog, a month loaded in arrears, is priced
-# a day or more at a time). Small enough for a pass to stay well inside the task's time limit (TASK_TIME_LIMIT_S)
-# on a busy machine.
-CLAIM_LIMIT = 20_000
+# cluster-day, and marks are claimed by whole cluster-days (governance/costs/claims.py), settings.PRICING_CLAIM_MARKS
+# at a time: a pass that large covers days of a large fleet, so the pace holds as the fleet grows (a backlog, a
+# month loaded in arrears, is priced days at a time, and a long job is not priced again for each day). Small enough
+# for a pass to stay well inside the task's time limit (TASK_TIME_LIMIT_S) on a busy machine.
 EVALUATE_TASK = "efficiency.evaluate_jobs"
 
 
@@ -74,10 +73,12 @@ class Repriced:
 
 
 def charges_reprice(
-    *, now: datetime | None = None, limit: int = CLAIM_LIMIT, budget_s: float | None = None
+    *, now: datetime | None = None, limit: int | None = None, budget_s: float | None = None
 ) -> Repriced:
-    """Re-price everything marked, a claim at a time, until no mark is left (marks others hold are skipped) or
-    `budget_s` seconds have gone (then `more` says marks may be left). Marks are claimed oldest day first."""
+    """Re-price everything marked, a claim of `limit` marks (settings.PRICING_CLAIM_MARKS) at a time, until no mark
+    is left (marks others hold are skipped) or `budget_s` seconds have gone (then `more` says marks may be left).
+    Marks are claimed oldest day first."""
+    limit = limit or settings.PRICING_CLAIM_MARKS
     total = Repriced()
     started = time.monotonic()
     while True:

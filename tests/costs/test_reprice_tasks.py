@@ -118,6 +118,28 @@ def test_a_claim_takes_the_rest_of_the_last_cluster_day_it_reached(cluster):
     assert last.marks == [] and not last.more
 
 
+def test_a_pass_claims_pricing_claim_marks_marks(cluster, monkeypatch, settings):
+    from governance.costs import reprice
+
+    limits: list[int] = []
+
+    def claimed(limit: int):
+        limits.append(limit)
+        return marks_claim(limit)
+
+    monkeypatch.setattr(reprice, "marks_claim", claimed)
+    days = [date(2026, 12, 1), date(2026, 12, 2)]
+    PricingMark.objects.bulk_create([PricingMark(cluster_id=cluster.pk, day=d) for d in days for _ in range(3)])
+    settings.PRICING_CLAIM_MARKS = 2
+
+    with time_machine.travel("2026-12-04T10:00:00Z", tick=False):
+        done = charges_reprice()
+
+    # Two passes of a whole cluster-day each (the limit reached inside the day), and one that found none.
+    assert limits == [2, 2, 2] and done.cluster_days >= 2 and not PricingMark.objects.exists()
+    assert_billing_invariants()
+
+
 def test_passes_of_part_of_a_day_price_the_ledger_a_single_pass_prices(running_job):
     with time_machine.travel("2026-12-04T10:00:00Z", tick=False):
         ingest([job_record(job_id=str(n), gpus=1, submit_time="2026-12-03T22:00:00Z", start_time="2026-12-03T22:00:00Z",
