@@ -22,7 +22,10 @@ fleet_<gpus/1000>k_<interval>s_* (fleet_100k_60s_*):
 - page_<page>_p50_ms / _p95_ms under load, page_p95_ms the worst of them, page_errors;
 - share_web, share_workers, share_postgres (its backends on the bench database), share_agents (this process):
   CPU seconds over wall seconds x cores, from /proc; share_box the first three together; machine_busy: the same
-  for everything the machine ran (on a shared box, the others' load too);
+  for everything the machine ran (on a shared box, the others' load too); share_web_agents and share_web_pages
+  split the web between the agents' gunicorn pool and the readers' (FLEET_PAGE_WORKERS workers of its own; 0, the
+  default, as docker-compose.yml serves both from one `web`: the reader uses the agents' pool), share_workers_ingest
+  and share_workers_analysis the workers by queue;
 - sustained: yes when the batches of every interval were all processed before the next interval's were sent
   and the run was not stopped early. A load the box cannot keep up with stops early (stopped_early says why)
   once its backlog passes DIVERGED_INTERVALS intervals' worth of batches or its oldest uncharged interval is
@@ -66,6 +69,9 @@ from governance.usage.models import Sample
 
 CLUSTER = "fleet"
 ANALYSIS_WORKERS = int(os.environ.get("FLEET_ANALYSIS_WORKERS", "1"))
+# Pages from a gunicorn pool of their own, of this many workers; 0 (docker-compose.yml's one `web` service): the
+# reader opens pages on the pool the agents POST to.
+PAGE_WORKERS = int(os.environ.get("FLEET_PAGE_WORKERS", "0"))
 POSTERS = 2 * INGEST_WORKERS  # agents posting at once: as many as the web tier serves, and as many waiting
 AGENT_CHUNK = 25  # batches one posting process is handed at a time (one by one, the handing over cost as much)
 DIVERGED_INTERVALS = 3
@@ -117,7 +123,7 @@ def run(out: Out) -> None:
 
 
 def bench_fleet(out: Out, size: FleetSize) -> None:
-    with pipeline_started(analysis_workers=ANALYSIS_WORKERS) as pipeline:
+    with pipeline_started(analysis_workers=ANALYSIS_WORKERS, page_workers=PAGE_WORKERS) as pipeline:
         if pipeline is None:
             raise BenchError("the fleet bench runs web and worker processes: set CELERY_BROKER_URL")
         _bench(out, size, pipeline)
@@ -317,13 +323,18 @@ def _figures(
     out(f"{prefix}_page_p95_ms", round(worst))
     out(f"{prefix}_page_errors", len(probe.page_errors) and f"{len(probe.page_errors)} ({probe.page_errors[0]})")
     cores = os.cpu_count() or 1
-    spent = probe.cpu.seconds()
-    for part in ("web", "workers", "postgres", "agents"):
-        out(f"{prefix}_share_{part}", round(spent.get(part, 0.0) / (wall * cores), 3))
-    out(
-        f"{prefix}_share_box", round(sum(spent.get(p, 0.0) for p in ("web", "workers", "postgres")) / (wall * cores), 3)
-    )
-    out(f"{prefix}_machine_busy", round(spent.get("machine", 0.0) / (wall * cores), 3))
+    cpu = probe.cpu.seconds()
+    webs = {part: seconds for part, seconds in cpu.items() if part in ("web", "pages")}
+    workers = {part.removeprefix("worker_"): seconds for part, seconds in cpu.items() if part.startswith("worker_")}
+    parts = {"web": sum(webs.values()), "workers": sum(workers.values()), "postgres": cpu.get("postgres", 0.0)}
+    for part, seconds in {**parts, "agents": cpu.get("agents", 0.0)}.items():
+        out(f"{prefix}_share_{part}", round(seconds / (wall * cores), 3))
+    pools = {"web": "web_agents", "pages": "web_pages"}
+    split = {**{pools[p]: s for p, s in webs.items()}, **{f"workers_{q}": s for q, s in workers.items()}}
+    for part, seconds in split.items():
+        out(f"{prefix}_share_{part}", round(seconds / (wall * cores), 3))
+    out(f"{prefix}_share_box", round(sum(parts.values()) / (wall * cores), 3))
+    out(f"{prefix}_machine_busy", round(cpu.get("machine", 0.0) / (wall * cores), 3))
     out(f"{prefix}_wall_s", round(wall, 1))
     out(f"{prefix}_sustained", "yes" if not stopped and _every_interval_drained(probe) else "no")
 

@@ -193,18 +193,18 @@ class Probe:
         return [interval for interval in self.intervals if interval.charged_at is None]
 
     def _parts(self) -> dict[str, set[int]]:
-        web, *workers = self.pipeline.processes
+        """Process ids per part: `web` (the collectors' gunicorn pool), `pages` (the readers', where it has its own),
+        `worker_<queue>`, `postgres` (the bench database's backends) and `agents`."""
         with connection.cursor() as cursor:
             cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [self.database])
             backends = {pid for (pid,) in cursor.fetchall()}
-        serving, working = _children({web.pid}), _children({worker.pid for worker in workers})
-        return {
-            "web": serving,
-            "workers": working,
-            "postgres": backends,
-            # This process (it makes the agents' batches, reads pages and watches) and the agents' posting processes.
-            "agents": _children({os.getpid()}) - serving - working,
-        }
+        parts: dict[str, set[int]] = {}
+        for role, process in zip(self.pipeline.roles, self.pipeline.processes, strict=True):
+            part = role if role in ("web", "pages") else f"worker_{role}"
+            parts.setdefault(part, set()).update(_children({process.pid}))
+        ours = set().union(*parts.values())
+        # This process (it makes the agents' batches, reads pages and watches) and the agents' posting processes.
+        return {**parts, "postgres": backends, "agents": _children({os.getpid()}) - ours}
 
     def _watch(self) -> None:
         try:
@@ -253,7 +253,7 @@ class Probe:
                 self._stop.wait(READER_PAUSE_S)
 
     def _open(self, name: str, path: str) -> None:
-        url = f"{self.pipeline.url}{path}"
+        url = f"{self.pipeline.page_url}{path}"
         request = urllib.request.Request(url, headers={"Cookie": self.cookie})  # noqa: S310
         started = time.perf_counter()
         try:

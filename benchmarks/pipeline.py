@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
@@ -32,11 +32,11 @@ WORKER_TIMEOUT_S = 300
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def gunicorn_options() -> list[str]:
+def gunicorn_options(workers: int = INGEST_WORKERS) -> list[str]:
     """The web tier's gunicorn options, as docker-compose.yml runs it: threaded workers (gthread), which keep a
     client's connection open between its requests and serve one request while another waits on the database or
     the broker; sync workers close every connection after its answer and do one thing at a time."""
-    return ["--workers", str(INGEST_WORKERS), "--worker-class", "gthread", "--threads", str(WEB_THREADS),
+    return ["--workers", str(workers), "--worker-class", "gthread", "--threads", str(WEB_THREADS),
             "--keep-alive", "5", "--no-control-socket"]  # fmt: skip
 
 
@@ -50,15 +50,20 @@ def _database_url() -> str:
 class Pipeline:
     """The deployed ingest path on the bench database: a gunicorn web tier and Celery ingest workers."""
 
-    url: str
+    url: str  # the web tier the collectors POST to
     processes: list[subprocess.Popen]
     log: Path
     secret_key: str = ""  # the web's: what signs its sessions
+    page_url: str = ""  # where pages are read: a gunicorn pool of their own, or the collectors' (`url`)
+    roles: list[str] = field(default_factory=list)  # each process's: web, pages, or the queue it works
+
+    def __post_init__(self) -> None:
+        self.page_url = self.page_url or self.url
 
     def check(self) -> None:
-        for process in self.processes:
+        for role, process in zip(self.roles or ["process"] * len(self.processes), self.processes, strict=True):
             if process.poll() is not None:
-                raise RuntimeError(f"{process.args[2]} exited with {process.returncode}{self.log_tail()}")
+                raise RuntimeError(f"the {role} process exited with {process.returncode}{self.log_tail()}")
 
     def log_tail(self) -> str:
         return "; its log ends:\n" + "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
@@ -86,14 +91,16 @@ def _wait_listening(url: str, pipeline: Pipeline) -> None:
 
 
 @contextmanager
-def pipeline_started(*, analysis_workers: int = 0) -> Iterator[Pipeline | None]:
+def pipeline_started(*, analysis_workers: int = 0, page_workers: int = 0) -> Iterator[Pipeline | None]:
     """Web and worker processes as docker-compose.yml runs them, or None (in-process, eager) without a broker.
-    `analysis_workers`: that many processes of a worker of the analysis queue too (pricing, findings)."""
+    `analysis_workers`: that many processes of a worker of the analysis queue too (pricing, findings).
+    `page_workers`: pages served by a gunicorn pool of their own with that many workers (docker-compose.yml's
+    `web`, where the collectors POST to `web-ingest`); 0: pages and ingest share one pool."""
     if not settings.CELERY_BROKER_URL:
         yield None
         return
     celery_app.control.purge()  # tasks left on this broker by earlier runs name other databases' batches
-    port = _free_port()
+    port, page_port = _free_port(), _free_port()
     secret_key = secrets.token_urlsafe(32)
     env = {
         **os.environ, "DATABASE_URL": _database_url(), "DEBUG": "false", "SECRET_KEY": secret_key,
@@ -110,9 +117,11 @@ def pipeline_started(*, analysis_workers: int = 0) -> Iterator[Pipeline | None]:
     with tempfile.TemporaryDirectory() as tmp:
         workers = [("ingest", INGEST_WORKERS)] + ([("analysis", analysis_workers)] if analysis_workers else [])
         pidfiles = [Path(tmp) / f"worker-{queue}.pid" for queue, _ in workers]
+        webs = [("web", port, INGEST_WORKERS)] + ([("pages", page_port, page_workers)] if page_workers else [])
         commands = [
-            [sys.executable, "-m", "gunicorn", "governance.wsgi:application", "--bind", f"127.0.0.1:{port}",
-             *gunicorn_options()],
+            [sys.executable, "-m", "gunicorn", "governance.wsgi:application", "--bind", f"127.0.0.1:{bound}",
+             *gunicorn_options(workers)]
+            for _, bound, workers in webs
         ] + [
             [sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", queue, "-n", f"{queue}@%h",
              "--concurrency", str(concurrency), "--prefetch-multiplier", "1", "--pidfile", str(pidfile),
@@ -126,15 +135,21 @@ def pipeline_started(*, analysis_workers: int = 0) -> Iterator[Pipeline | None]:
                 for command in commands
             ]
             pipeline = Pipeline(
-                url=f"http://127.0.0.1:{port}", processes=processes, log=log_path, secret_key=secret_key
+                url=f"http://127.0.0.1:{port}",
+                processes=processes,
+                log=log_path,
+                secret_key=secret_key,
+                page_url=f"http://127.0.0.1:{page_port}" if page_workers else "",
+                roles=[role for role, _, _ in webs] + [queue for queue, _ in workers],
             )
             try:
-                _wait_listening(pipeline.url, pipeline)
+                for url in {pipeline.url, pipeline.page_url}:
+                    _wait_listening(url, pipeline)
                 yield pipeline
             finally:
-                web, *worker_processes = processes
-                web.terminate()
-                for worker, pidfile in zip(worker_processes, pidfiles, strict=True):
+                for web in processes[: len(webs)]:
+                    web.terminate()
+                for worker, pidfile in zip(processes[len(webs) :], pidfiles, strict=True):
                     if pidfile.exists():
                         os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
                     else:

@@ -38,6 +38,9 @@ def test_the_fleet_bench_writes_and_charges_every_sample_its_agents_post():
     for page in ("overview", "team_month", "finance_month", "heatmap"):
         assert isinstance(figures[f"{name}_page_{page}_p95_ms"], int), page
     assert figures[f"{name}_page_errors"] == 0
+    # The box's share is split by queue (and by gunicorn pool where pages have one: the second test).
+    shares = {key.removeprefix(f"{name}_share_") for key in figures if key.startswith(f"{name}_share_")}
+    assert {"web", "web_agents", "workers", "workers_ingest", "workers_analysis", "box"} <= shares
     assert figures[f"{name}_sustained"] in {"yes", "no"}
     assert_billing_invariants()
 

@@ -43,3 +43,20 @@ def test_the_ingest_bench_posts_processes_and_reconciles_every_batch(toy_bench):
     assert Sample.objects.count() == 3 * 8 * 60
     assert figures["ingest_batches_processed"] == IngestBatch.objects.count()
     assert not IngestBatch.objects.filter(processed_at__isnull=True).exists()
+
+
+def test_pages_may_have_a_gunicorn_pool_of_their_own():
+    from urllib.request import urlopen
+
+    from benchmarks.pipeline import INGEST_WORKERS, pipeline_started
+
+    with pipeline_started(page_workers=1) as pipeline:
+        assert pipeline is not None
+        assert pipeline.page_url != pipeline.url
+        assert pipeline.roles == ["web", "pages", "ingest"]
+        assert [p.args[p.args.index("--workers") + 1] for p in pipeline.processes[:2]] == [str(INGEST_WORKERS), "1"]
+        for url in (pipeline.url, pipeline.page_url):  # both serve the app
+            with urlopen(f"{url}/healthz", timeout=10) as response:  # noqa: S310 - loopback
+                assert response.status == 200
+    with pipeline_started() as pipeline:
+        assert pipeline is not None and pipeline.page_url == pipeline.url and pipeline.roles == ["web", "ingest"]
