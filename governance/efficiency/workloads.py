@@ -14,7 +14,7 @@ from decimal import Decimal
 
 from django.db.models import Count, Max, QuerySet, Sum
 
-from governance.costs.models import Charge
+from governance.costs.models import Charge, JobMonth
 from governance.efficiency.models import Finding
 from governance.efficiency.waste import SAVINGS_WINDOW_DAYS
 from governance.lib.money import format_money, to_cents
@@ -150,27 +150,35 @@ class Realised:
         )
 
 
-def _runs(usage: QuerySet[Charge]) -> Runs:
-    totals = usage.aggregate(
-        runs=Count("job_id", distinct=True), h=Sum("gpu_hours"), u=Sum("used_gpu_hours"), c=Sum("cost")
-    )
-    return Runs(totals["runs"] or 0, totals["h"] or Decimal(0), totals["u"] or Decimal(0), totals["c"] or Decimal(0))
+def _runs(billed: list[dict]) -> Runs:
+    """The runs among `billed` (a job's usage summed, per job) and their totals."""
+    zero = Decimal(0)
+    return Runs(len(billed), sum((r["h"] for r in billed), zero), sum((r["u"] for r in billed), zero),
+                sum((r["c"] for r in billed), zero))  # fmt: skip
 
 
 def realised_savings(*, finding: Finding) -> Realised | None:
     """For a resolved finding on recurring work: the workload's runs started after the resolution against those
-    started in the savings window before it (two queries); None where the finding is not resolved or its job is its
-    own workload."""
+    started in the savings window before it (two queries: the runs, then their usage summed from the job-month
+    summary, which equals the ledger: a few rows per run, where the ledger holds one per run and day); None where the
+    finding is not resolved or its job is its own workload."""
     job = finding.job
     key = workload_key(job.labels)
     if finding.state != Finding.State.RESOLVED or finding.resolved_at is None or key is None or job.project is None:
         return None
     since = finding.resolved_at
-    runs = Job.objects.filter(project=job.project, user_name=job.user_name, **{f"labels__{key[0]}": key[1]})
-    usage = Charge.objects.filter(kind=Charge.Kind.USAGE, job__in=runs)
     window = since - timedelta(days=SAVINGS_WINDOW_DAYS)
-    before = _runs(usage.filter(job__start_time__gte=window, job__start_time__lt=since))
-    after = _runs(usage.filter(job__start_time__gte=since))
+    runs = Job.objects.filter(project=job.project, user_name=job.user_name, start_time__gte=window,
+                              **{f"labels__{key[0]}": key[1]})  # fmt: skip
+    started = {pk: at for pk, at in runs.values_list("pk", "start_time") if at is not None}
+    billed = list(
+        JobMonth.objects.filter(job_id__in=list(started))
+        .values("job_id")
+        .annotate(h=Sum("gpu_hours"), u=Sum("used_gpu_hours"), c=Sum("cost"))
+        .order_by()
+    )
+    before = _runs([r for r in billed if started[r["job_id"]] < since])
+    after = _runs([r for r in billed if started[r["job_id"]] >= since])
     return Realised(since, before, after, finding.currency)
 
 
