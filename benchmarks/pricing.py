@@ -8,11 +8,11 @@
   job-days and the cluster-day it marked, priced.
 
 The larger fleet should keep at least 0.8 of the smaller one's pace (`..._pace_10x`). The smaller fleet's pricing
-and findings take a few seconds each, where one busy moment of a shared machine moved the ratio by a third: they
-are timed SMALLER_TRIES times (each from the same marked month, the tries before rolled back) and the best
-counts; the larger fleet's run, ten times as long, once. Warm caches only help the smaller fleet's later tries,
-so the ratio errs low. `GOVERNANCE_BENCH_PRICING_GPUS` (default `2560,25600`) and `GOVERNANCE_BENCH_FLEET_HOUR_GPUS`
-(default 100000) size them. Rows are written set-based inside a transaction that is rolled back.
+and findings take a few seconds each, where one busy moment of a shared machine moved the ratio by a third: each
+fleet's are timed TRIES times (each from the same marked month, the tries before rolled back) and the best
+counts, the same way for both sizes. `GOVERNANCE_BENCH_PRICING_GPUS` (default `2560,25600`) and
+`GOVERNANCE_BENCH_FLEET_HOUR_GPUS` (default 100000) size them. Rows are written set-based inside a transaction that
+is rolled back.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from governance.lib.env import env_int, env_str
 from governance.lib.months import Month
 
 MONTH = Month(2001, 1)
-SMALLER_TRIES = 3
+TRIES = 3
 MODEL = "BENCH GPU"
 DAYS_PER_JOB = 10
 
@@ -115,11 +115,10 @@ def run(out: Out) -> None:
         out("pricing", "skipped (needs PostgreSQL)")
         return
     paces: dict[str, dict[int, float]] = {"reprice_job_days_per_s": {}, "findings_jobs_per_s": {}}
-    sizes = _sizes()
-    for gpus in sizes:
+    for gpus in _sizes():
         try:
             with transaction.atomic():
-                _month(out, gpus, paces, tries=SMALLER_TRIES if gpus == min(sizes) and len(sizes) > 1 else 1)
+                _month(out, gpus, paces, tries=TRIES)
                 raise _Rollback
         except _Rollback:
             pass
@@ -163,8 +162,7 @@ def _month(out: Out, gpus: int, paces: dict[str, dict[int, float]], *, tries: in
     out(f"reprice_job_days_per_s_{gpus}", round(priced))
     paces["findings_jobs_per_s"][gpus] = evaluated
     out(f"findings_jobs_per_s_{gpus}", round(evaluated))
-    if tries > 1:
-        out(f"pricing_tries_{gpus}", f"{tries} (best counts)")
+    out(f"pricing_tries_{gpus}", f"{tries} (best counts)")
 
     began = time.perf_counter()
     statement_close(month=MONTH, now=now)
