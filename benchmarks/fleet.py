@@ -324,14 +324,10 @@ def _figures(
     out(f"{prefix}_page_errors", len(probe.page_errors) and f"{len(probe.page_errors)} ({probe.page_errors[0]})")
     cores = os.cpu_count() or 1
     cpu = probe.cpu.seconds()
-    webs = {part: seconds for part, seconds in cpu.items() if part in ("web", "pages")}
-    workers = {part.removeprefix("worker_"): seconds for part, seconds in cpu.items() if part.startswith("worker_")}
-    parts = {"web": sum(webs.values()), "workers": sum(workers.values()), "postgres": cpu.get("postgres", 0.0)}
-    for part, seconds in {**parts, "agents": cpu.get("agents", 0.0)}.items():
-        out(f"{prefix}_share_{part}", round(seconds / (wall * cores), 3))
-    pools = {"web": "web_agents", "pages": "web_pages"}
-    split = {**{pools[p]: s for p, s in webs.items()}, **{f"workers_{q}": s for q, s in workers.items()}}
-    for part, seconds in split.items():
+    split = {part: seconds for part, seconds in cpu.items() if part.startswith(("web_", "workers_"))}
+    parts = {kind: sum(s for part, s in split.items() if part.startswith(f"{kind}_")) for kind in ("web", "workers")}
+    parts["postgres"] = cpu.get("postgres", 0.0)
+    for part, seconds in {**parts, "agents": cpu.get("agents", 0.0), **split}.items():
         out(f"{prefix}_share_{part}", round(seconds / (wall * cores), 3))
     out(f"{prefix}_share_box", round(sum(parts.values()) / (wall * cores), 3))
     out(f"{prefix}_machine_busy", round(cpu.get("machine", 0.0) / (wall * cores), 3))

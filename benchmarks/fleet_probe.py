@@ -193,14 +193,14 @@ class Probe:
         return [interval for interval in self.intervals if interval.charged_at is None]
 
     def _parts(self) -> dict[str, set[int]]:
-        """Process ids per part: `web` (the collectors' gunicorn pool), `pages` (the readers', where it has its own),
-        `worker_<queue>`, `postgres` (the bench database's backends) and `agents`."""
+        """Process ids per part: `web_agents` (the gunicorn pool the agents POST to), `web_pages` (the readers', where
+        it has its own), `workers_<queue>`, `postgres` (the bench database's backends) and `agents`."""
         with connection.cursor() as cursor:
             cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [self.database])
             backends = {pid for (pid,) in cursor.fetchall()}
         parts: dict[str, set[int]] = {}
         for role, process in zip(self.pipeline.roles, self.pipeline.processes, strict=True):
-            part = role if role in ("web", "pages") else f"worker_{role}"
+            part = {"web": "web_agents", "pages": "web_pages"}.get(role, f"workers_{role}")
             parts.setdefault(part, set()).update(_children({process.pid}))
         ours = set().union(*parts.values())
         # This process (it makes the agents' batches, reads pages and watches) and the agents' posting processes.

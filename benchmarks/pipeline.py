@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -52,16 +52,16 @@ class Pipeline:
 
     url: str  # the web tier the collectors POST to
     processes: list[subprocess.Popen]
+    roles: list[str]  # each process's: web, pages, or the queue it works
     log: Path
     secret_key: str = ""  # the web's: what signs its sessions
     page_url: str = ""  # where pages are read: a gunicorn pool of their own, or the collectors' (`url`)
-    roles: list[str] = field(default_factory=list)  # each process's: web, pages, or the queue it works
 
     def __post_init__(self) -> None:
         self.page_url = self.page_url or self.url
 
     def check(self) -> None:
-        for role, process in zip(self.roles or ["process"] * len(self.processes), self.processes, strict=True):
+        for role, process in zip(self.roles, self.processes, strict=True):
             if process.poll() is not None:
                 raise RuntimeError(f"the {role} process exited with {process.returncode}{self.log_tail()}")
 
@@ -94,8 +94,8 @@ def _wait_listening(url: str, pipeline: Pipeline) -> None:
 def pipeline_started(*, analysis_workers: int = 0, page_workers: int = 0) -> Iterator[Pipeline | None]:
     """Web and worker processes as docker-compose.yml runs them, or None (in-process, eager) without a broker.
     `analysis_workers`: that many processes of a worker of the analysis queue too (pricing, findings).
-    `page_workers`: pages served by a gunicorn pool of their own with that many workers (docker-compose.yml's
-    `web`, where the collectors POST to `web-ingest`); 0: pages and ingest share one pool."""
+    `page_workers`: pages served by a gunicorn pool of their own with that many workers; 0 (as docker-compose.yml
+    deploys its one `web`): pages and ingest share one pool."""
     if not settings.CELERY_BROKER_URL:
         yield None
         return

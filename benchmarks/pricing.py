@@ -118,7 +118,7 @@ def run(out: Out) -> None:
     for gpus in _sizes():
         try:
             with transaction.atomic():
-                _month(out, gpus, paces, tries=TRIES)
+                _month(out, gpus, paces)
                 raise _Rollback
         except _Rollback:
             pass
@@ -134,7 +134,7 @@ def run(out: Out) -> None:
         pass
 
 
-def _month(out: Out, gpus: int, paces: dict[str, dict[int, float]], *, tries: int = 1) -> None:
+def _month(out: Out, gpus: int, paces: dict[str, dict[int, float]]) -> None:
     start = MONTH.start
     began = time.perf_counter()
     params = _params(gpus, f"bench-{gpus}", start, MONTH.end - timedelta(hours=1))
@@ -143,26 +143,26 @@ def _month(out: Out, gpus: int, paces: dict[str, dict[int, float]], *, tries: in
     out(f"pricing_seed_{gpus}_s", round(time.perf_counter() - began, 1))
 
     now = MONTH.end + timedelta(days=1)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM usage_job WHERE external_id LIKE 'b%%' ORDER BY id")
+        ids = [pk for (pk,) in cursor.fetchall()]
     priced = evaluated = 0.0
-    for attempt in range(tries):
+    for attempt in range(TRIES):
         marked = transaction.savepoint()
         began = time.perf_counter()
         done = charges_reprice(now=now)
         priced = max(priced, done.job_days / (time.perf_counter() - began))
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT id FROM usage_job WHERE external_id LIKE 'b%%' ORDER BY id")
-            ids = [pk for (pk,) in cursor.fetchall()]
         began = time.perf_counter()
         jobs = findings_evaluate(job_ids=ids, now=now).jobs
         evaluated = max(evaluated, jobs / (time.perf_counter() - began))
-        if attempt < tries - 1:
+        if attempt < TRIES - 1:
             transaction.savepoint_rollback(marked)  # the month marked and unpriced again, for the next try
     out(f"reprice_job_days_{gpus}", done.job_days)
     paces["reprice_job_days_per_s"][gpus] = priced
     out(f"reprice_job_days_per_s_{gpus}", round(priced))
     paces["findings_jobs_per_s"][gpus] = evaluated
     out(f"findings_jobs_per_s_{gpus}", round(evaluated))
-    out(f"pricing_tries_{gpus}", f"{tries} (best counts)")
+    out(f"pricing_tries_{gpus}", f"{TRIES} (best counts)")
 
     began = time.perf_counter()
     statement_close(month=MONTH, now=now)
