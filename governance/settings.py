@@ -81,6 +81,8 @@ MIDDLEWARE = [
     "governance.usage.health.ProbeMiddleware",
     # Before anything reads the database (the session, the user): picks where this request's reads go.
     "governance.lib.replica.ReplicaReadMiddleware",
+    # A read-only request's repeated questions (is this month closed?) asked of the database once.
+    "governance.lib.memo.ReadMemoMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Pages, JSON and CSV compressed (with Django's BREACH mitigation); static files come precompressed from

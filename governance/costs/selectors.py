@@ -20,6 +20,7 @@ from governance.costs.corrections import closed_months
 from governance.costs.ledger import AMOUNTS, UNALLOCATED, UNATTRIBUTED, ZERO
 from governance.costs.models import CapacityDay, Charge, LedgerDay, MonthClose, StatementLine
 from governance.costs.unpriced import unpriced_problems
+from governance.lib.memo import memoised
 from governance.lib.money import printed, to_cents
 from governance.lib.months import Month
 
@@ -72,7 +73,11 @@ class Line:
 
 
 def month_closed(month: Month) -> MonthClose | None:
-    return MonthClose.objects.filter(month=month.start.date()).select_related("closed_by").first()
+    """The month's close, None while it is open (asked once per page: see governance/lib/memo.py)."""
+    return memoised(
+        ("month_closed", month.start),
+        lambda: MonthClose.objects.filter(month=month.start.date()).select_related("closed_by").first(),
+    )
 
 
 def month_rows(month: Month, team_ids: Iterable[int | None] | None = None, close: MonthClose | None = None) -> QuerySet:
