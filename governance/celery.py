@@ -1,3 +1,4 @@
+import gc
 import logging
 import os
 from contextlib import AbstractContextManager
@@ -5,7 +6,7 @@ from fnmatch import fnmatchcase
 from typing import Any, TypedDict
 
 from celery import Celery, bootsteps
-from celery.signals import task_postrun, task_prerun, task_retry, task_success, worker_init
+from celery.signals import task_postrun, task_prerun, task_retry, task_success, worker_init, worker_process_init
 from celery.worker import state as worker_state
 from celery.worker.consumer import Consumer as CeleryConsumer
 from kombu import Connection
@@ -104,6 +105,13 @@ def transient_retry() -> RetryOptions:
         "retry_jitter": True,
         "max_retries": settings.TASK_MAX_RETRIES,
     }
+
+
+@worker_process_init.connect
+def freeze_what_is_loaded(**kwargs) -> None:
+    """A pool process keeps what it was forked with (the app, its modules) for life: frozen, a full collection in the
+    middle of a pricing pass no longer walks it (governance/wsgi.py does the same for the web)."""
+    gc.freeze()
 
 
 @worker_init.connect

@@ -71,3 +71,30 @@ def test_database_url_switches_to_postgresql():
 def test_an_unknown_database_scheme_is_refused():
     with pytest.raises(ImproperlyConfigured, match="scheme 'mysql' is not supported"):
         database_from_url("mysql://x@y/z")
+
+
+FROZEN = """
+import gc, sys
+{load}
+print(gc.get_freeze_count())
+"""
+
+
+@pytest.mark.parametrize(
+    "load",
+    [
+        "import governance.wsgi",
+        "import django; django.setup()\n"
+        "from celery.signals import worker_process_init; import governance.celery; worker_process_init.send(None)",
+    ],
+    ids=["web", "worker"],
+)
+def test_a_web_or_pool_process_freezes_what_it_loaded_out_of_the_collector(load):
+    result = subprocess.run(
+        [sys.executable, "-c", FROZEN.format(load=load)],
+        cwd=ROOT, env={**os.environ, "DJANGO_SETTINGS_MODULE": "governance.settings"},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.split()[-1]) > 10_000  # Django and the apps' modules: a full collection skips them
