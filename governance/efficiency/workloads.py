@@ -8,11 +8,15 @@ workload's figure is the sum of those shares over its runs in the window, shown 
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from functools import reduce
+from operator import or_
 
-from django.db.models import Count, Max, QuerySet, Sum
+from django.db.models import Count, Max, Q, QuerySet, Sum
 
 from governance.costs.models import Charge, JobMonth
 from governance.efficiency.models import Finding
@@ -21,6 +25,7 @@ from governance.lib.money import format_money, to_cents
 from governance.usage.models import Job
 
 WORKLOAD_LABELS = ("workload", "name", "kind")
+Workload = tuple[int, str, str, str]  # project id, user name, label, its value: one recurring work
 
 
 @dataclass(frozen=True)
@@ -159,30 +164,60 @@ def _runs(billed: list[dict]) -> Runs:
 
 def realised_savings(*, finding: Finding) -> Realised | None:
     """For a resolved finding on recurring work: the workload's runs started after the resolution against those
-    started in the savings window before it (two queries: the runs, then their usage summed from the job-month
-    summary, which equals the ledger: a few rows per run, where the ledger holds one per run and day); None where the
-    finding is not resolved or its job is its own workload."""
-    job = finding.job
-    key = workload_key(job.labels)
-    if finding.state != Finding.State.RESOLVED or finding.resolved_at is None or key is None or job.project is None:
-        return None
-    since = finding.resolved_at
-    window = since - timedelta(days=SAVINGS_WINDOW_DAYS)
-    runs = Job.objects.filter(project=job.project, user_name=job.user_name, start_time__gte=window,
-                              **{f"labels__{key[0]}": key[1]})  # fmt: skip
-    started = {pk: at for pk, at in runs.values_list("pk", "start_time") if at is not None}
-    billed = list(
-        JobMonth.objects.filter(job_id__in=list(started))
+    started in the savings window before it; None where the finding is not resolved or its job is its own workload."""
+    return realised_savings_of([finding]).get(finding.pk)
+
+
+def realised_savings_of(findings: Iterable[Finding]) -> dict[int, Realised]:
+    """`realised_savings` of each finding, by pk (those it is None for left out), in two queries however many there
+    are: the runs of all their workloads since the earliest window, then those runs' usage summed from the job-month
+    summary (which equals the ledger: a few rows per run, where the ledger holds one per run and day)."""
+    asked: list[tuple[Finding, Workload, datetime]] = []
+    earliest: dict[Workload, datetime] = {}
+    for finding in findings:
+        job = finding.job
+        key = workload_key(job.labels)
+        if finding.state != Finding.State.RESOLVED or finding.resolved_at is None or key is None:
+            continue
+        if job.project_id is None:
+            continue
+        workload = (job.project_id, job.user_name, *key)
+        window = finding.resolved_at - timedelta(days=SAVINGS_WINDOW_DAYS)
+        asked.append((finding, workload, window))
+        earliest[workload] = min(window, earliest.get(workload, window))
+    if not asked:
+        return {}
+    wanted = [Q(project_id=project, user_name=user, start_time__gte=since, **{f"labels__{label}": name})
+              for (project, user, label, name), since in earliest.items()]  # fmt: skip
+    runs = Job.objects.filter(reduce(or_, wanted)).values_list("pk", "start_time", "project_id", "user_name", "labels")
+    of_user: dict[tuple[int, str], list[Workload]] = defaultdict(list)
+    for workload in earliest:
+        of_user[workload[:2]].append(workload)
+    started: dict[Workload, list[tuple[int, datetime]]] = defaultdict(list)
+    for pk, at, project, user, labels in runs:
+        for workload in of_user[(project, user)]:
+            if (labels or {}).get(workload[2]) == workload[3]:
+                started[workload].append((pk, at))
+    ids = {pk for pairs in started.values() for pk, _ in pairs}
+    billed = {
+        r["job_id"]: r
+        for r in JobMonth.objects.filter(job_id__in=sorted(ids))
         .values("job_id")
         .annotate(h=Sum("gpu_hours"), u=Sum("used_gpu_hours"), c=Sum("cost"))
         .order_by()
-    )
-    before = _runs([r for r in billed if started[r["job_id"]] < since])
-    after = _runs([r for r in billed if started[r["job_id"]] >= since])
-    return Realised(since, before, after, finding.currency)
+    }
+    out = {}
+    for finding, workload, window in asked:
+        since = finding.resolved_at
+        assert since is not None  # only resolved findings were asked
+        mine = [(billed[pk], at) for pk, at in started[workload] if at >= window and pk in billed]
+        before = _runs([row for row, at in mine if at < since])
+        after = _runs([row for row, at in mine if at >= since])
+        out[finding.pk] = Realised(since, before, after, finding.currency)
+    return out
 
 
-TAKEN_LIMIT = 200  # findings measured per team month (two queries each)
+TAKEN_LIMIT = 200  # findings measured per team month
 
 
 @dataclass(frozen=True)
@@ -237,8 +272,10 @@ class AdviceTaken:
 
 def advice_taken(*, findings: QuerySet[Finding], first: datetime, end: datetime, currency: str) -> AdviceTaken:
     """The given findings (a team's, as the reader may see them) resolved in [first, end), newest first, each with
-    its realised savings (two queries per recurring finding)."""
+    its realised savings (two queries for them all)."""
     resolved = findings.filter(state=Finding.State.RESOLVED, resolved_at__gte=first, resolved_at__lt=end)
     latest = resolved.order_by("-resolved_at", "-pk")[:TAKEN_LIMIT]
-    taken = [Taken(f, realised_savings(finding=f)) for f in latest]
+    found = list(latest)
+    realised = realised_savings_of(found)
+    taken = [Taken(f, realised.get(f.pk)) for f in found]
     return AdviceTaken(taken, currency, resolved.count() if len(taken) == TAKEN_LIMIT else len(taken))

@@ -7,6 +7,7 @@ import time_machine
 
 from governance.efficiency.models import Finding
 from governance.efficiency.services import finding_resolve, findings_evaluate_all
+from governance.efficiency.workloads import realised_savings, realised_savings_of
 from tests.efficiency.conftest import START, a_job, gpu
 from tests.efficiency.test_savings import busy_then_idle
 from tests.factories import at, ingest, iso, rate
@@ -117,3 +118,28 @@ def test_a_finding_on_recurring_work_tells_its_workload_in_the_api(client, cast)
     assert (body["recurring"], body["labelled_by"], body["name"], body["runs"]) == (True, "name", "nightly-eval", 6)
     assert body["text"].startswith("The nightly-eval runs of ")
     assert Decimal(body["savings"]) <= Decimal(body["cost"])
+
+
+def test_many_findings_are_measured_in_two_queries_with_the_figures_each_gives_alone(cast, django_assert_num_queries):
+    finding = fixed_halfway(cast, runs_after=3)
+    other = {"name": "nightly-train"}  # the same user and project, another workload: none of its runs is counted
+    start = START + timedelta(days=8)
+    ingest([a_job(minutes=60, job_id="train-8", start_time=iso(start), submit_time=iso(start),
+                  end_time=iso(start + timedelta(minutes=60)), labels=other),
+            *gpu(minutes=60, offset=8 * 24 * 60, job_id="train-8", sm_util=90.0)])  # fmt: skip
+    earlier = Finding.objects.filter(rule="idle_gpu", job__external_id__in=["eval-0", "eval-1"])
+    for day, f in zip((4, 5), earlier.order_by("job__external_id"), strict=True):
+        with time_machine.travel(at(f"2026-11-0{day}T00:00:00Z"), tick=False):
+            finding_resolve(finding_id=f.pk, user=cast.nlp_lead, reason="fixed")
+    findings = list(Finding.objects.filter(state=Finding.State.RESOLVED).select_related("job").order_by("pk"))
+    alone = {f.pk: realised_savings(finding=f) for f in findings}
+
+    with django_assert_num_queries(2):
+        together = realised_savings_of(findings)
+
+    assert len(findings) == 3 and finding.pk in together
+    assert together == alone
+    # Each resolved a day earlier: one run of the workload fewer before it and one more after (train-8 in neither).
+    runs = {f.job.external_id: (together[f.pk].before.runs, together[f.pk].after.runs) for f in findings}
+    assert runs == {"eval-2": (3, 3), "eval-1": (2, 4), "eval-0": (1, 5)}
+    assert_billing_invariants()

@@ -29,7 +29,7 @@ from governance.efficiency.rules import RULES
 from governance.efficiency.services import FindingStateError, finding_state_set
 from governance.efficiency.summary import gib
 from governance.efficiency.thresholds import thresholds_from_settings
-from governance.efficiency.workloads import realised_savings, workload_savings
+from governance.efficiency.workloads import realised_savings_of, workload_savings
 from governance.fleet.models import Cluster
 from governance.lib.months import Month
 from governance.org.auth import signed_in_user
@@ -73,7 +73,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "plotly": bool(points),
         "findings": findings,
         "workloads": {f.pk: w for f in findings if (w := workload_savings(finding=f)) is not None},
-        "realised": {f.pk: r for f in findings if (r := realised_savings(finding=f)) is not None},
+        "realised": realised_savings_of(findings),
         "charges": charges,
         "sm_mean": charges.used_gpu_hours / charges.gpu_hours if charges and charges.gpu_hours else None,
         "mem_peak_gib": max(peaks) if peaks else None,
