@@ -195,6 +195,8 @@ def realised_savings_of(findings: Iterable[Finding]) -> dict[int, Realised]:
         of_user[workload[:2]].append(workload)
     started: dict[Workload, list[tuple[int, datetime]]] = defaultdict(list)
     for pk, at, project, user, labels in runs:
+        if at is None:  # not started: the filter keeps none of these
+            continue
         for workload in of_user[(project, user)]:
             if (labels or {}).get(workload[2]) == workload[3]:
                 started[workload].append((pk, at))
