@@ -26,6 +26,9 @@ fleet_<gpus/1000>k_<interval>s_* (fleet_100k_60s_*):
   split the web between the agents' gunicorn pool and the readers' (FLEET_PAGE_WORKERS workers of its own; 0, the
   default, as docker-compose.yml serves both from one `web`: the reader uses the agents' pool), share_workers_ingest
   and share_workers_analysis the workers by queue;
+- page_slow_views: the views slower than their page's p95; page_slow_<part>_cores and page_rest_<part>_cores: the
+  cores the machine, the analysis worker and PostgreSQL kept busy during those views and during the others (from
+  the CPU readings, a second apart, that span each view);
 - sustained: yes when the batches of every interval were all processed before the next interval's were sent
   and the run was not stopped early. A load the box cannot keep up with stops early (stopped_early says why)
   once its backlog passes DIVERGED_INTERVALS intervals' worth of batches or its oldest uncharged interval is
@@ -321,6 +324,7 @@ def _figures(
         worst = max(worst, _percentile(times, 0.95))
         out(f"{prefix}_page_{page}_p95_ms", round(_percentile(times, 0.95)))
     out(f"{prefix}_page_p95_ms", round(worst))
+    _slow_views(out, prefix, probe)
     out(f"{prefix}_page_errors", len(probe.page_errors) and f"{len(probe.page_errors)} ({probe.page_errors[0]})")
     cores = os.cpu_count() or 1
     cpu = probe.cpu.seconds()
@@ -333,6 +337,22 @@ def _figures(
     out(f"{prefix}_machine_busy", round(cpu.get("machine", 0.0) / (wall * cores), 3))
     out(f"{prefix}_wall_s", round(wall, 1))
     out(f"{prefix}_sustained", "yes" if not stopped and _every_interval_drained(probe) else "no")
+
+
+def _slow_views(out: Out, prefix: str, probe: Probe) -> None:
+    """What the box was doing while a page was slow: the cores the machine, the analysis worker and PostgreSQL kept
+    busy during the views above their page's p95, against during the others."""
+    slowest = {page: _percentile(times, 0.95) for page, times in probe.page_ms.items()}
+    cores: dict[str, list[dict[str, float]]] = {"slow": [], "rest": []}
+    for name, start, end in probe.page_views:
+        during = probe.cpu.cores_during(start, end)
+        if during:
+            cores["slow" if (end - start) * 1000 > slowest[name] else "rest"].append(during)
+    out(f"{prefix}_page_slow_views", len(cores["slow"]))
+    for part, label in (("machine", "machine"), ("workers_analysis", "analysis"), ("postgres", "postgres")):
+        for kind, views in cores.items():
+            mean = statistics.fmean(v.get(part, 0.0) for v in views) if views else 0.0
+            out(f"{prefix}_page_{kind}_{label}_cores", round(mean, 2))
 
 
 def _ends(probe: Probe, size: FleetSize) -> list[float]:

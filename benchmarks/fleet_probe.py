@@ -99,11 +99,14 @@ class CpuShare:
     part_of: dict[int, str] = field(default_factory=dict)
     started: bool = False
     busy: list[int] = field(default_factory=list)  # the whole machine's busy ticks (/proc/stat), first and last
+    # Every reading: when (time.monotonic()), and the ticks so far of the machine and of each part's processes.
+    timeline: list[tuple[float, dict[str, int]]] = field(default_factory=list)
 
     def read(self, parts: dict[str, set[int]]) -> None:
         self.busy[1:] = [_busy_ticks()]
         if len(self.busy) == 1:
             self.busy.append(self.busy[0])
+        now: dict[str, int] = {"machine": self.busy[-1]}
         for part, pids in parts.items():
             for pid in pids:
                 ticks = _cpu_ticks(pid)
@@ -112,7 +115,19 @@ class CpuShare:
                 self.part_of.setdefault(pid, part)
                 self.first.setdefault(pid, ticks if not self.started else 0)
                 self.last[pid] = max(ticks, self.last.get(pid, 0))
+                now[part] = now.get(part, 0) + ticks
+        self.timeline.append((time.monotonic(), now))
         self.started = True
+
+    def cores_during(self, start: float, end: float) -> dict[str, float]:
+        """Cores each part (and the whole machine) kept busy from the last reading at or before `start` to the first
+        at or after `end` ({} where the readings do not span it)."""
+        before = [reading for reading in self.timeline if reading[0] <= start]
+        after = [reading for reading in self.timeline if reading[0] >= end]
+        if not before or not after or after[0][0] <= before[-1][0]:
+            return {}
+        (t0, first), (t1, last) = before[-1], after[0]
+        return {part: max(0, last[part] - first.get(part, 0)) / CLOCK_TICKS / (t1 - t0) for part in last}
 
     def seconds(self) -> dict[str, float]:
         """CPU seconds per part, and under `machine` those of everything the machine ran (other users' too)."""
@@ -143,6 +158,7 @@ class Probe:
         self.intervals: list[Interval] = []
         self.page_ms: dict[str, list[float]] = {name: [] for name in pages}
         self.page_errors: list[str] = []
+        self.page_views: list[tuple[str, float, float]] = []  # each page read: its name, start and end (monotonic)
         self.cpu = CpuShare()
         self.database = connection.settings_dict["NAME"]
         self._queued = 0
@@ -271,4 +287,6 @@ class Probe:
         if status != 200:
             self.page_errors.append(f"{name}: HTTP {status}")
             return
-        self.page_ms[name].append((time.perf_counter() - started) * 1000)
+        ended = time.perf_counter()
+        self.page_ms[name].append((ended - started) * 1000)
+        self.page_views.append((name, time.monotonic() - (ended - started), time.monotonic()))

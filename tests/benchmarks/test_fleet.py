@@ -38,6 +38,10 @@ def test_the_fleet_bench_writes_and_charges_every_sample_its_agents_post():
     for page in ("overview", "team_month", "finance_month", "heatmap"):
         assert isinstance(figures[f"{name}_page_{page}_p95_ms"], int), page
     assert figures[f"{name}_page_errors"] == 0
+    views = sum(figures[f"{name}_page_{page}_n"] for page in ("overview", "team_month", "finance_month", "heatmap"))
+    assert 0 <= figures[f"{name}_page_slow_views"] <= views
+    for kind in ("slow", "rest"):
+        assert figures[f"{name}_page_{kind}_machine_cores"] >= figures[f"{name}_page_{kind}_analysis_cores"] >= 0
     # The box's share is split by queue (and by gunicorn pool where pages have one: the second test).
     shares = {key.removeprefix(f"{name}_share_") for key in figures if key.startswith(f"{name}_share_")}
     assert {"web", "web_agents", "workers", "workers_ingest", "workers_analysis", "box"} <= shares
