@@ -287,6 +287,6 @@ class Probe:
         if status != 200:
             self.page_errors.append(f"{name}: HTTP {status}")
             return
-        ended = time.perf_counter()
-        self.page_ms[name].append((ended - started) * 1000)
-        self.page_views.append((name, time.monotonic() - (ended - started), time.monotonic()))
+        spent, ended = time.perf_counter() - started, time.monotonic()
+        self.page_ms[name].append(spent * 1000)
+        self.page_views.append((name, ended - spent, ended))
