@@ -34,7 +34,9 @@ def test_a_lead_sees_the_teams_top_jobs_with_their_advice_and_its_findings_by_jo
     with page.expect_download() as download:
         page.click("[data-csv-table='top-cost']")
     rows = list(csv.DictReader(open(download.value.path(), encoding="utf-8")))
-    on_screen = page.eval_on_selector_all("#top-cost tbody tr", "rows => rows.map((r) => [...r.cells].map((c) => c.innerText))")  # noqa: E501
+    on_screen = page.eval_on_selector_all(
+        "#top-cost tbody tr", "rows => rows.map((r) => [...r.cells].map((c) => c.innerText))"
+    )
 
     def money(text: str, currency: str) -> str:
         return fmt.money(Decimal(text), currency) if text else fmt.UNKNOWN

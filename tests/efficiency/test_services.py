@@ -152,8 +152,9 @@ def test_the_weekly_digest_goes_to_the_engineer_and_the_lead_sorted_by_money(cas
     assert "would have saved 24.00 USD over the last 30 days" in lead  # 2 h + 10 h idle at 2.00
 
 
-def test_a_cluster_under_the_line_for_a_day_alerts_once_by_email_and_webhook(cast, settings, hook_url,
-                                                                             django_capture_on_commit_callbacks):
+def test_a_cluster_under_the_line_for_a_day_alerts_once_by_email_and_webhook(
+    cast, settings, hook_url, django_capture_on_commit_callbacks
+):
     settings.GOVERNANCE_CLUSTER_ALERT_EMAILS = ["ops@example.org"]
     settings.GOVERNANCE_CLUSTER_ALERT_WEBHOOK_URL = hook_url
     ingest([job_record(start_time=iso(START), submit_time=iso(START)), *gpu(minutes=600, sm_util=20.0)])

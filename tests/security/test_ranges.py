@@ -101,8 +101,14 @@ def test_a_huge_job_id_in_the_findings_filter_is_an_empty_list(client, world):
 
 # The chargeback is a statement (one month's totals), not a list; so are a month's forecast and footprint, and an
 # engineer's month (me/month/).
-NOT_LISTS = {"/api/v1/", "/api/v1/chargeback/", "/api/v1/forecast/", "/api/v1/footprint/", "/api/v1/me/month/",
-             "/api/v1/audit/csv/"}  # fmt: skip  (an export, not a list)
+NOT_LISTS = {
+    "/api/v1/",
+    "/api/v1/chargeback/",
+    "/api/v1/forecast/",
+    "/api/v1/footprint/",
+    "/api/v1/me/month/",
+    "/api/v1/audit/csv/",
+}  # the audit CSV is an export, not a list
 
 
 def test_every_api_list_is_paginated(client, world):
