@@ -9,8 +9,9 @@ month, the finance month and the cluster heatmap over HTTP, one after another. T
 real now, so every sample is in the past, as ingest requires.
 
 Sized by the environment: FLEET_GPUS (default 100,000; the Makefile passes GPUS), FLEET_INTERVAL_S (sampling,
-60), FLEET_COMPRESSION (simulated seconds per real second, 10), FLEET_HOURS (simulated, 2). Figures, named
-fleet_<gpus/1000>k_<interval>s_* (fleet_100k_60s_*):
+60), FLEET_COMPRESSION (simulated seconds per real second, 10), FLEET_HOURS (simulated, 2). FLEET_ANALYSIS_NICE
+is the analysis worker's CPU priority (`nice -n`; 10 by default, as docker-compose.yml runs it). Figures, named
+fleet_<gpus/1000>k_<interval>s_* (fleet_100k_60s_*), analysis_nice first:
 - backlog_at_<minute>: batches not yet processed (unsent by the agents + stored, not processed) and pricing marks
   pending at that simulated minute, as an interval ends (just before the next one's batches go out); backlog_max,
   marks_max, and backlog_final once the load stopped and drained;
@@ -72,6 +73,8 @@ from governance.usage.models import Sample
 
 CLUSTER = "fleet"
 ANALYSIS_WORKERS = int(os.environ.get("FLEET_ANALYSIS_WORKERS", "1"))
+# The analysis worker's niceness (`nice -n`), 10 as docker-compose.yml runs it; 0: the web's and ingest's priority.
+ANALYSIS_NICE = int(os.environ.get("FLEET_ANALYSIS_NICE", "10"))
 # Pages from a gunicorn pool of their own, of this many workers; 0 (docker-compose.yml's one `web` service): the
 # reader opens pages on the pool the agents POST to.
 PAGE_WORKERS = int(os.environ.get("FLEET_PAGE_WORKERS", "0"))
@@ -126,9 +129,12 @@ def run(out: Out) -> None:
 
 
 def bench_fleet(out: Out, size: FleetSize) -> None:
-    with pipeline_started(analysis_workers=ANALYSIS_WORKERS, page_workers=PAGE_WORKERS) as pipeline:
+    with pipeline_started(
+        analysis_workers=ANALYSIS_WORKERS, analysis_nice=ANALYSIS_NICE, page_workers=PAGE_WORKERS
+    ) as pipeline:
         if pipeline is None:
             raise BenchError("the fleet bench runs web and worker processes: set CELERY_BROKER_URL")
+        out(f"{size.prefix}_analysis_nice", ANALYSIS_NICE)
         _bench(out, size, pipeline)
 
 

@@ -91,9 +91,12 @@ def _wait_listening(url: str, pipeline: Pipeline) -> None:
 
 
 @contextmanager
-def pipeline_started(*, analysis_workers: int = 0, page_workers: int = 0) -> Iterator[Pipeline | None]:
+def pipeline_started(
+    *, analysis_workers: int = 0, analysis_nice: int = 0, page_workers: int = 0
+) -> Iterator[Pipeline | None]:
     """Web and worker processes as docker-compose.yml runs them, or None (in-process, eager) without a broker.
-    `analysis_workers`: that many processes of a worker of the analysis queue too (pricing, findings).
+    `analysis_workers`: that many processes of a worker of the analysis queue too (pricing, findings), run by
+    `nice -n analysis_nice` when that is above 0 (a lower CPU priority than the web's and the ingest workers').
     `page_workers`: pages served by a gunicorn pool of their own with that many workers; 0 (as docker-compose.yml
     deploys its one `web`): pages and ingest share one pool."""
     if not settings.CELERY_BROKER_URL:
@@ -123,7 +126,8 @@ def pipeline_started(*, analysis_workers: int = 0, page_workers: int = 0) -> Ite
              *gunicorn_options(workers)]
             for _, bound, workers in webs
         ] + [
-            [sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", queue, "-n", f"{queue}@%h",
+            (["nice", "-n", str(analysis_nice)] if queue == "analysis" and analysis_nice > 0 else [])
+            + [sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", queue, "-n", f"{queue}@%h",
              "--concurrency", str(concurrency), "--prefetch-multiplier", "1", "--pidfile", str(pidfile),
              "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"]
             for (queue, concurrency), pidfile in zip(workers, pidfiles, strict=True)

@@ -60,3 +60,22 @@ def test_pages_may_have_a_gunicorn_pool_of_their_own():
                 assert response.status == 200
     with pipeline_started() as pipeline:
         assert pipeline is not None and pipeline.page_url == pipeline.url and pipeline.roles == ["web", "ingest"]
+
+
+def test_the_analysis_worker_may_run_at_a_lower_cpu_priority_as_docker_compose_runs_it():
+    import yaml
+
+    from benchmarks.fleet import ANALYSIS_NICE
+    from benchmarks.pipeline import ROOT, pipeline_started
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    command = compose["services"]["worker-analysis"]["command"]
+    assert command[:3] == ["nice", "-n", str(ANALYSIS_NICE)] and command[3] == "celery"  # the bench runs as deployed
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    with pipeline_started(analysis_workers=1, analysis_nice=10) as pipeline:
+        assert pipeline is not None and pipeline.roles == ["web", "ingest", "analysis"]
+        niceness = {
+            role: os.getpriority(os.PRIO_PROCESS, p.pid)
+            for role, p in zip(pipeline.roles, pipeline.processes, strict=True)
+        }
+    assert niceness == {"web": ours, "ingest": ours, "analysis": min(ours + 10, 19)}
