@@ -26,6 +26,7 @@ def test_the_fleet_bench_writes_and_charges_every_sample_its_agents_post():
     fleet.bench_fleet(figures.__setitem__, size)
 
     name = "fleet_16gpu_60s"
+    assert figures[f"{name}_analysis_nice"] == fleet.ANALYSIS_NICE
     assert figures[f"{name}_intervals_posted"] == 2 and figures[f"{name}_stopped_early"] == "no"
     assert figures[f"{name}_batches_posted"] == 2 * 2 == IngestBatch.objects.filter(processed_at__isnull=False).count()
     assert figures[f"{name}_samples_posted"] == figures[f"{name}_samples_written"] == Sample.objects.count() == 32
