@@ -10,8 +10,9 @@ real now, so every sample is in the past, as ingest requires.
 
 Sized by the environment: FLEET_GPUS (default 100,000; the Makefile passes GPUS), FLEET_INTERVAL_S (sampling,
 60), FLEET_COMPRESSION (simulated seconds per real second, 10), FLEET_HOURS (simulated, 2). FLEET_ANALYSIS_NICE
-is the analysis worker's CPU priority (`nice -n`; 10 by default, as docker-compose.yml runs it). Figures, named
-fleet_<gpus/1000>k_<interval>s_* (fleet_100k_60s_*), analysis_nice first:
+is the analysis worker's CPU priority (`nice -n`; 10 by default, as docker-compose.yml runs it), and
+FLEET_ANALYSIS_PARALLEL its database sessions' max_parallel_workers_per_gather (unset: PostgreSQL's own). Figures,
+named fleet_<gpus/1000>k_<interval>s_* (fleet_100k_60s_*), analysis_nice and analysis_parallel first:
 - backlog_at_<minute>: batches not yet processed (unsent by the agents + stored, not processed) and pricing marks
   pending at that simulated minute, as an interval ends (just before the next one's batches go out); backlog_max,
   marks_max, and backlog_final once the load stopped and drained;
@@ -75,6 +76,8 @@ CLUSTER = "fleet"
 ANALYSIS_WORKERS = int(os.environ.get("FLEET_ANALYSIS_WORKERS", "1"))
 # The analysis worker's niceness (`nice -n`), 10 as docker-compose.yml runs it; 0: the web's and ingest's priority.
 ANALYSIS_NICE = int(os.environ.get("FLEET_ANALYSIS_NICE", "10"))
+# max_parallel_workers_per_gather for the analysis worker's database sessions; unset: PostgreSQL's own setting.
+ANALYSIS_PARALLEL = int(os.environ["FLEET_ANALYSIS_PARALLEL"]) if os.environ.get("FLEET_ANALYSIS_PARALLEL") else None
 # Pages from a gunicorn pool of their own, of this many workers; 0 (docker-compose.yml's one `web` service): the
 # reader opens pages on the pool the agents POST to.
 PAGE_WORKERS = int(os.environ.get("FLEET_PAGE_WORKERS", "0"))
@@ -130,11 +133,13 @@ def run(out: Out) -> None:
 
 def bench_fleet(out: Out, size: FleetSize) -> None:
     with pipeline_started(
-        analysis_workers=ANALYSIS_WORKERS, analysis_nice=ANALYSIS_NICE, page_workers=PAGE_WORKERS
-    ) as pipeline:
+        analysis_workers=ANALYSIS_WORKERS, analysis_nice=ANALYSIS_NICE, analysis_parallel=ANALYSIS_PARALLEL,
+        page_workers=PAGE_WORKERS,
+    ) as pipeline:  # fmt: skip
         if pipeline is None:
             raise BenchError("the fleet bench runs web and worker processes: set CELERY_BROKER_URL")
         out(f"{size.prefix}_analysis_nice", ANALYSIS_NICE)
+        out(f"{size.prefix}_analysis_parallel", "default" if ANALYSIS_PARALLEL is None else ANALYSIS_PARALLEL)
         _bench(out, size, pipeline)
 
 

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.db import connection
@@ -92,11 +93,13 @@ def _wait_listening(url: str, pipeline: Pipeline) -> None:
 
 @contextmanager
 def pipeline_started(
-    *, analysis_workers: int = 0, analysis_nice: int = 0, page_workers: int = 0
+    *, analysis_workers: int = 0, analysis_nice: int = 0, analysis_parallel: int | None = None, page_workers: int = 0
 ) -> Iterator[Pipeline | None]:
     """Web and worker processes as docker-compose.yml runs them, or None (in-process, eager) without a broker.
     `analysis_workers`: that many processes of a worker of the analysis queue too (pricing, findings), run by
-    `nice -n analysis_nice` when that is above 0 (a lower CPU priority than the web's and the ingest workers').
+    `nice -n analysis_nice` when that is above 0 (a lower CPU priority than the web's and the ingest workers'), its
+    database sessions with `max_parallel_workers_per_gather` = `analysis_parallel` where that is given (through
+    DATABASE_URL's `options`, as a deployment would set it for that worker alone).
     `page_workers`: pages served by a gunicorn pool of their own with that many workers; 0 (as docker-compose.yml
     deploys its one `web`): pages and ingest share one pool."""
     if not settings.CELERY_BROKER_URL:
@@ -132,11 +135,17 @@ def pipeline_started(
              "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"]
             for (queue, concurrency), pidfile in zip(workers, pidfiles, strict=True)
         ]  # fmt: skip
+        envs = [env] * len(webs) + [
+            {**env, "DATABASE_URL": env["DATABASE_URL"] + "?" + urlencode(
+                {"options": f"-c max_parallel_workers_per_gather={analysis_parallel}"})}
+            if queue == "analysis" and analysis_parallel is not None else env
+            for queue, _ in workers
+        ]  # fmt: skip
         log_path = Path(tmp) / "pipeline.log"
         with log_path.open("w") as log:
             processes = [
-                subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
-                for command in commands
+                subprocess.Popen(command, cwd=ROOT, env=penv, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+                for command, penv in zip(commands, envs, strict=True)
             ]
             pipeline = Pipeline(
                 url=f"http://127.0.0.1:{port}",

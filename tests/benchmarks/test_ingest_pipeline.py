@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 
 from benchmarks import ingest as bench
+from governance.lib.env import database_from_url
 from governance.usage.models import IngestBatch, Sample
 
 pytestmark = [
@@ -72,10 +73,18 @@ def test_the_analysis_worker_may_run_at_a_lower_cpu_priority_as_docker_compose_r
     command = compose["services"]["worker-analysis"]["command"]
     assert command[:3] == ["nice", "-n", str(ANALYSIS_NICE)] and command[3] == "celery"  # the bench runs as deployed
     ours = os.getpriority(os.PRIO_PROCESS, 0)
-    with pipeline_started(analysis_workers=1, analysis_nice=10) as pipeline:
+    with pipeline_started(analysis_workers=1, analysis_nice=10, analysis_parallel=0) as pipeline:
         assert pipeline is not None and pipeline.roles == ["web", "ingest", "analysis"]
-        niceness = {
-            role: os.getpriority(os.PRIO_PROCESS, p.pid)
-            for role, p in zip(pipeline.roles, pipeline.processes, strict=True)
-        }
+        processes = dict(zip(pipeline.roles, pipeline.processes, strict=True))
+        niceness = {role: os.getpriority(os.PRIO_PROCESS, p.pid) for role, p in processes.items()}
+        urls = {role: _environ(p.pid)["DATABASE_URL"] for role, p in processes.items()}
     assert niceness == {"web": ours, "ingest": ours, "analysis": min(ours + 10, 19)}
+    # Only the analysis worker's sessions are kept to one core a query.
+    assert urls["analysis"] == urls["web"] + "?options=-c+max_parallel_workers_per_gather%3D0"
+    assert urls["ingest"] == urls["web"] and "?" not in urls["web"]
+    assert database_from_url(urls["analysis"])["OPTIONS"] == {"options": "-c max_parallel_workers_per_gather=0"}
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
