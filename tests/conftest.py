@@ -1,6 +1,8 @@
 import os
+import time
 
 import pytest
+import time_machine
 
 from governance.celery import app as celery_app
 
@@ -62,3 +64,12 @@ def browser_type_launch_args(browser_type_launch_args):
             "--disable-component-update", "--disable-sync",
         ],
     }  # fmt: skip
+
+
+@pytest.fixture
+def one_window():
+    """The clock stands still in the middle of the current minute for the test, so that a one-minute window (rate
+    limits, invalid-token counts) cannot roll over between its requests and reset what they counted."""
+    now = time.time()
+    with time_machine.travel(now - now % 60 + 30, tick=False):
+        yield

@@ -56,7 +56,7 @@ def test_a_month_outside_the_supported_years_is_a_400_not_a_crash(client, world)
     assert response.status_code == 400 and "month" in response.json()["error"]["details"]
 
 
-def test_each_token_has_its_own_rate_limit(client, world, monkeypatch):
+def test_each_token_has_its_own_rate_limit(client, world, monkeypatch, one_window):
     monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"user": "2/min", "ingest": "100/min"})
     from governance.api.services import api_token_create
 

@@ -12,7 +12,7 @@ INGEST = "/api/v1/ingest/"
 pytestmark = pytest.mark.django_db
 
 
-def test_the_ingest_rate_refuses_the_request_past_it_with_retry_after(client, ingest_token, monkeypatch):
+def test_the_ingest_rate_refuses_the_request_past_it_with_retry_after(client, ingest_token, monkeypatch, one_window):
     monkeypatch.setattr(TokenScopedRateThrottle, "THROTTLE_RATES", {"user": "1200/min", "ingest": "3/min"})
 
     statuses = [client.post(INGEST, b"{}", content_type="application/json", **bearer(ingest_token)) for _ in range(4)]

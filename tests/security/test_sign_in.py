@@ -74,7 +74,7 @@ def test_a_right_password_before_the_limit_resets_the_count(client, cast):
     assert sign_in(client, "pw-alice-1234").status_code == 302
 
 
-def test_bearer_guesses_with_a_new_forwarded_for_each_time_are_still_throttled(client, cast, settings):
+def test_bearer_guesses_with_a_new_forwarded_for_each_time_are_still_throttled(client, cast, settings, one_window):
     settings.API_TOKEN_FAILURES_PER_MINUTE = 3
 
     statuses = [

@@ -150,7 +150,7 @@ def test_an_owner_cannot_see_or_revoke_another_users_token(client, cast):
     assert other.revoked_at is None
 
 
-def test_invalid_bearer_tokens_from_one_address_are_answered_429_after_the_limit(client, cast, settings):
+def test_invalid_bearer_tokens_from_one_address_are_answered_429_after_the_limit(client, cast, settings, one_window):
     settings.API_TOKEN_FAILURES_PER_MINUTE = 5
     _, good = api_token_create(user=cast.alice, name="good", scope="read")
 
