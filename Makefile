@@ -41,9 +41,9 @@ COV := --cov=governance --cov=collectors --cov-branch
 EMBEDDED_TESTS := tests/usage/test_writer_stages.py tests/usage/test_ingest.py tests/costs/test_ledger.py \
 	tests/costs/test_commitments.py
 
-## The whole suite: lint and format, types, migrations in step with models, the write path on the embedded default, then
-## pytest on DATABASE_URL; the branch coverage of both runs together is printed at the end (files fully covered
-## are left out of the table; the TOTAL line is the figure to watch).
+## The whole suite: lint and format, types, migrations in step with models, the write path on the embedded
+## default, then pytest on DATABASE_URL; the branch coverage of both runs together is printed at the end (files
+## fully covered are left out of the table; the TOTAL line is the figure to watch).
 test: install-dev focus-validator
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -124,23 +124,24 @@ def pipeline_started(
         workers = [("ingest", INGEST_WORKERS)] + ([("analysis", analysis_workers)] if analysis_workers else [])
         pidfiles = [Path(tmp) / f"worker-{queue}.pid" for queue, _ in workers]
         webs = [("web", port, INGEST_WORKERS)] + ([("pages", page_port, page_workers)] if page_workers else [])
+        # What the analysis worker alone is started with: its priority, and its database sessions' options.
+        analysis_prefix = ["nice", "-n", str(analysis_nice)] if analysis_nice > 0 else []
+        analysis_env = env if analysis_parallel is None else {
+            **env, "DATABASE_URL": env["DATABASE_URL"] + "?" + urlencode(
+                {"options": f"-c max_parallel_workers_per_gather={analysis_parallel}"})
+        }  # fmt: skip
         commands = [
             [sys.executable, "-m", "gunicorn", "governance.wsgi:application", "--bind", f"127.0.0.1:{bound}",
              *gunicorn_options(workers)]
             for _, bound, workers in webs
         ] + [
-            (["nice", "-n", str(analysis_nice)] if queue == "analysis" and analysis_nice > 0 else [])
+            (analysis_prefix if queue == "analysis" else [])
             + [sys.executable, "-m", "celery", "-A", "governance", "worker", "-Q", queue, "-n", f"{queue}@%h",
              "--concurrency", str(concurrency), "--prefetch-multiplier", "1", "--pidfile", str(pidfile),
              "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"]
             for (queue, concurrency), pidfile in zip(workers, pidfiles, strict=True)
         ]  # fmt: skip
-        envs = [env] * len(webs) + [
-            {**env, "DATABASE_URL": env["DATABASE_URL"] + "?" + urlencode(
-                {"options": f"-c max_parallel_workers_per_gather={analysis_parallel}"})}
-            if queue == "analysis" and analysis_parallel is not None else env
-            for queue, _ in workers
-        ]  # fmt: skip
+        envs = [env] * len(webs) + [analysis_env if queue == "analysis" else env for queue, _ in workers]
         log_path = Path(tmp) / "pipeline.log"
         with log_path.open("w") as log:
             processes = [

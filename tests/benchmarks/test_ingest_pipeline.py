@@ -2,6 +2,7 @@
 the test database) posts, processes and counts every batch, and its figures and checks come out."""
 
 import os
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -86,5 +87,5 @@ def test_the_analysis_worker_may_run_at_a_lower_cpu_priority_as_docker_compose_r
 
 
 def _environ(pid: int) -> dict[str, str]:
-    raw = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
