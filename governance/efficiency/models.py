@@ -69,7 +69,12 @@ class Finding(models.Model):
                 condition=~Q(state="dismissed") | ~Q(dismissed_reason=""), name="finding_dismissed_has_reason"
             ),
         ]
-        indexes = [models.Index(fields=["state", "-waste"], name="finding_state_waste_idx")]
+        indexes = [
+            models.Index(fields=["state", "-waste"], name="finding_state_waste_idx"),
+            # A page's probe for one job's findings in a state: one index, however stale the table's statistics
+            # (with only the job's index PostgreSQL may intersect it with the whole state index for every job).
+            models.Index(fields=["job", "state"], name="finding_job_state_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.rule} on {self.job}"
