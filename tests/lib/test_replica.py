@@ -150,7 +150,22 @@ def _replica_caught_up() -> None:
             return
         time.sleep(0.1)
     state = _on_replica("SELECT pg_last_wal_receive_lsn()::text || ' received, ' || pg_last_wal_replay_lsn()::text")
-    raise AssertionError(f"the replica did not replay up to {lsn} in 120 s: {state} replayed")
+    # What both ends say of the stream, for the next time this fails (once under `-n 2`, the replica stopped at a
+    # WAL segment's boundary; the cause was not found).
+    receiver = _on_replica(
+        "SELECT coalesce((SELECT status || ', flushed ' || flushed_lsn::text || ', last message '"
+        " || last_msg_receipt_time::text FROM pg_stat_wal_receiver), 'no WAL receiver')"
+    )
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_current_wal_insert_lsn()::text, coalesce((SELECT string_agg(state || ' sent ' || sent_lsn::text"
+            " || ' replayed ' || coalesce(replay_lsn::text, '-'), '; ') FROM pg_stat_replication), 'no sender')"
+        )
+        inserted, sender = cursor.fetchone()
+    raise AssertionError(
+        f"the replica did not replay up to {lsn} in 120 s: {state} replayed; its receiver: {receiver};"
+        f" the primary inserted up to {inserted}, its senders: {sender}"
+    )
 
 
 def _teams_page(client) -> tuple[str, int]:
