@@ -71,5 +71,6 @@ def one_window():
     """The clock stands still in the middle of the current minute for the test, so that a one-minute window (rate
     limits, invalid-token counts) cannot roll over between its requests and reset what they counted."""
     now = time.time()
-    with time_machine.travel(now - now % 60 + 30, tick=False):
-        yield
+    middle = now - now % 60 + 30
+    with time_machine.travel(middle, tick=False):
+        yield middle  # for another process to stand still at the same moment
