@@ -13,6 +13,7 @@ from benchmarks import pricing as fleet_month
 from governance.costs.job_months import REFRESH
 from governance.costs.reprice import charges_reprice
 from tests.invariants import assert_job_months_equal_ledger, assert_summaries_equal_ledger
+from tests.planner import plan, statistics_forgotten
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's planner"),
@@ -25,15 +26,9 @@ BY_DAYS = (
 )
 
 
-def _plan(sql: str, params: dict) -> str:
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN {sql}", params)
-        return "\n".join(row[0] for row in cursor.fetchall())
-
-
-def _sum_scan(plan: str) -> str:
+def _sum_scan(explained: str) -> str:
     """The plan's last part: how the job-months' rows are read for their sums."""
-    return plan[plan.rindex("CTE Scan on jobs ") :]
+    return explained[explained.rindex("CTE Scan on jobs ") :]
 
 
 def test_a_pass_sums_its_job_months_by_the_job_index_without_statistics():
@@ -45,19 +40,15 @@ def test_a_pass_sums_its_job_months_by_the_job_index_without_statistics():
     # The month as the pricing bench writes it (rollups without node rollups): of the invariants, the summaries'.
     assert_job_months_equal_ledger()
     assert_summaries_equal_ledger()
+    statistics_forgotten("costs_charge")
     with connection.cursor() as cursor:
-        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
-        if not cursor.fetchone()[0]:
-            pytest.skip("forgetting a table's statistics takes a superuser")
-        cursor.execute("DELETE FROM pg_statistic WHERE starelid = 'costs_charge'::regclass")
-        cursor.execute("UPDATE pg_class SET reltuples = -1 WHERE oid = 'costs_charge'::regclass")
         cursor.execute("SELECT id FROM fleet_cluster WHERE name = 'plan'")
         (cluster,) = cursor.fetchone()
     days = [month.start.date() + timedelta(days=d) for d in range(10, 13)]
     keys = {"clusters": [cluster] * len(days), "days": days}
     assert BY_DAYS in " ".join(REFRESH.split())
 
-    plan = _sum_scan(_plan(REFRESH, keys))
+    read = _sum_scan(plan(REFRESH, keys))
 
-    assert "job_day" in plan and "Index Cond: ((job_id = jobs.job_id) AND (day >= jobs.month)" in plan, plan
-    assert "month = jobs.month" not in plan and "BitmapAnd" not in plan, plan
+    assert "job_day" in read and "Index Cond: ((job_id = jobs.job_id) AND (day >= jobs.month)" in read, read
+    assert "month = jobs.month" not in read and "BitmapAnd" not in read, read

@@ -13,6 +13,7 @@ from benchmarks import pricing as fleet_month
 from governance.efficiency.models import Finding
 from governance.efficiency.services import CHUNK, _findings_of
 from governance.usage.models import Job
+from tests.planner import plan, statistics_forgotten
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's planner"),
@@ -20,22 +21,6 @@ pytestmark = [
 ]
 
 JOBS = 20_000
-
-
-def _plan(sql: str, params: tuple) -> str:
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN {sql}", params)
-        return "\n".join(row[0] for row in cursor.fetchall())
-
-
-def _without_statistics() -> None:
-    """The findings table as PostgreSQL sees it before any ANALYZE (in this test's transaction, rolled back)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
-        if not cursor.fetchone()[0]:
-            pytest.skip("forgetting a table's statistics takes a superuser")
-        cursor.execute("DELETE FROM pg_statistic WHERE starelid = 'efficiency_finding'::regclass")
-        cursor.execute("UPDATE pg_class SET reltuples = -1 WHERE oid = 'efficiency_finding'::regclass")
 
 
 def test_a_chunk_of_a_large_pass_reads_its_findings_by_the_job_index():
@@ -49,12 +34,12 @@ def test_a_chunk_of_a_large_pass_reads_its_findings_by_the_job_index():
         [Finding(job_id=pk, rule="idle_gpu", severity="warning", evidence={}, advice="") for pk in ids],
         batch_size=5000,
     )
-    _without_statistics()
+    statistics_forgotten("efficiency_finding")
     chunk = ids[JOBS // 2 : JOBS // 2 + CHUNK]
 
-    plan = _plan(*_findings_of(chunk).query.sql_with_params())
-    bare = _plan(*Finding.objects.filter(job_id__in=chunk).order_by("job_id", "rule", "-id").query.sql_with_params())
+    read = plan(*_findings_of(chunk).query.sql_with_params())
+    bare = plan(*Finding.objects.filter(job_id__in=chunk).order_by("job_id", "rule", "-id").query.sql_with_params())
 
     assert "Seq Scan on efficiency_finding" in bare  # the guess the range is there for
-    assert "Seq Scan" not in plan and "efficiency_finding_job_id" in plan, plan
+    assert "Seq Scan" not in read and "efficiency_finding_job_id" in read, read
     assert [f.job_id for f in _findings_of(chunk)] == chunk  # and it reads the same findings
