@@ -172,13 +172,22 @@ def pipeline_started(
                     process.wait(timeout=60)
 
 
+# What the bench polls while it waits, every 10 ms: one fixed statement, not a queryset compiled each time (the
+# observer's own CPU comes out of the same two cores as the ingest it times).
+UNPROCESSED = f"SELECT EXISTS (SELECT 1 FROM {IngestBatch._meta.db_table} WHERE processed_at IS NULL)"
+
+
 def wait_processed(pipeline: Pipeline) -> None:
     deadline = time.monotonic() + WORKER_TIMEOUT_S
-    while IngestBatch.objects.filter(processed_at__isnull=True).exists():
-        pipeline.check()
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the ingest workers did not process the bench batches in time{pipeline.log_tail()}")
-        time.sleep(0.01)
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(UNPROCESSED)
+            if not cursor.fetchone()[0]:
+                return
+            pipeline.check()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the ingest workers did not process the bench batches in time{pipeline.log_tail()}")
+            time.sleep(0.01)
 
 
 def post_all(url: str, token: str, bodies: list[bytes]) -> None:

@@ -57,6 +57,30 @@ def test_a_prepared_payload_decodes_to_the_same_header_and_binary_copy_rows():
     assert rows.count(struct.pack(">h", len(prepared.STAGE_COLUMNS))) >= 3
 
 
+@postgres_only
+@pytest.mark.django_db
+def test_the_fast_row_encoding_writes_the_bytes_psycopgs_copy_writes():
+    """`encode` formats rows with psycopg's row formatter directly; psycopg's public `Copy` must write the same bytes
+    for every kind of row: nulls in each reading, a job and none, CPU NUMA masks, MIG slices, odd times."""
+    readings = ("sm_util", "mem_used_mib", "power_w", "gpu_numa_node", "tensor_active", "pcie_rx_mibps", "io_wait")
+    records = [
+        *series(start=at("2026-11-03T09:00:00.123456Z"), minutes=5, sm_util=lambda s: s / 7, job_cpu_numa_nodes=[0, 3]),
+        *(sample_record(ts=f"2026-11-03T10:0{i}:00Z", gpu_uuid=f"GPU-{i}", **{name: None}) for i, name in
+          enumerate(readings)),
+        sample_record(ts="2026-11-03T11:00:00Z", job_id=None, job_cpu_numa_nodes=None, mig_profile="1g.10gb"),
+        sample_record(ts="2026-11-03T11:00:00Z", gpu_uuid="GPU-9", job_id="9", host_cpu_util=100.0, io_wait=0.0),
+        job_record(),
+    ]  # fmt: skip
+    batch = prepared.prepare(decode_batch(batch_body(records)))
+    connection.ensure_connection()
+
+    fast = prepared.encode(batch, connection.connection)
+
+    assert prepared._format_row_binary is not None  # the fast path is there in the psycopg this project installs
+    assert fast == prepared.encode(batch, connection.connection, public_path=True)
+    assert bytes(prepared.decode(fast).rows).count(struct.pack(">h", len(prepared.STAGE_COLUMNS))) >= len(records) - 1
+
+
 @pytest.mark.parametrize(
     "payload",
     [b'{"batch_id": "x"}', prepared.MAGIC + struct.pack(">I", 3) + b"\xc1\xc1\xc1", prepared.MAGIC[:2]],
