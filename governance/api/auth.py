@@ -20,6 +20,7 @@ from rest_framework.throttling import BaseThrottle
 
 from governance.api.models import ApiToken, hash_token
 from governance.api.token_cache import token_remember, token_remembered
+from governance.lib.replica import token_authenticated
 
 # Scopes only a platform admin may hold (governance/api/services.py refuses to issue them to anyone else).
 ADMIN_ONLY_SCOPES = {ApiToken.Scope.ADMIN, ApiToken.Scope.INGEST}
@@ -96,6 +97,8 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             kept = token_remembered(digest, ttl_s=settings.API_TOKEN_CACHE_S)
             if kept is not None:
                 kept.last_used_at = now  # the next requests within the minute update nothing
+        # Found on the primary: a read may go on on the replica, a write marks where its user's next reads start.
+        token_authenticated(request._request, user_id=token.user.pk, marks_writes=token.scope != ApiToken.Scope.INGEST)
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

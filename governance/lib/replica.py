@@ -1,9 +1,13 @@
-"""Pages may read a PostgreSQL streaming replica (DATABASE_REPLICA_URL); every write goes to the primary.
+"""Pages and API reads may read a PostgreSQL streaming replica (DATABASE_REPLICA_URL); every write goes to the primary.
 
-A page request (a GET or HEAD outside /api/) reads through the ORM from the replica, unless:
+A reading request (GET, HEAD, OPTIONS) reads through the ORM from the replica, unless:
 - the user wrote something that the replica has not replayed yet: every writing request of a browser session
   answers with a cookie holding the primary's WAL position after it, and reads go to the primary until the
-  replica's replay position has passed it (a user always reads their own writes);
+  replica's replay position has passed it (a user always reads their own writes). An API client with a token
+  sends no cookies back: its user's position after a write is kept in the shared cache instead (an ingest
+  token's is not: it reads nothing, and the samples it sends are priced later anyway);
+- it authenticates with an API token: the token is looked up on the primary (one revoked or just issued counts
+  at once), and only then do its reads go to the replica;
 - the replica does not answer (down, restarting): the primary serves the read;
 - the request wrote (a GET that records something), or runs inside a transaction on the primary: the rest of it
   reads the primary.
@@ -11,7 +15,8 @@ A page request (a GET or HEAD outside /api/) reads through the ORM from the repl
 Raw SQL that a page reads with (the heatmap's cells, the queue-wait boxes, the FOCUS CSV) runs on
 `reading_connection(Model)`, the connection the router gives that model's reads now, so it follows the same rules;
 its vendor check looks at that connection. Raw SQL that writes, or that a write depends on, runs on
-`django.db.connection`: the primary.
+`django.db.connection`: the primary. The shared cache's table (the throttle counters, the marks above) is always
+read on the primary: a counter read a moment behind would let a client past its rate.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
@@ -31,6 +37,10 @@ REPLICA = "replica"
 COOKIE = "gg_wrote_lsn"
 # The cookie outlives any sane replication lag; past it the user reads whatever the replica has.
 COOKIE_MAX_AGE_S = 600
+# The same position for an API token's user, in the shared cache, as long.
+MARK_KEY = "gg:wrote-lsn:user:{}"
+# Where the shared cache keeps its rows when it is the database's (DatabaseCache's model).
+CACHE_APP_LABEL = "django_cache"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _LSN = re.compile(r"^[0-9A-F]{1,8}/[0-9A-F]{1,8}$")
 
@@ -52,12 +62,15 @@ class ReplicaRouter:
     """Routes ORM reads to the replica while the current request may read it; everything else to the primary."""
 
     def db_for_read(self, model: Any, **hints: Any) -> str:
+        if model._meta.app_label == CACHE_APP_LABEL:
+            return DEFAULT_DB_ALIAS
         if _reads_replica.get() and not connections[DEFAULT_DB_ALIAS].in_atomic_block:
             return REPLICA
         return DEFAULT_DB_ALIAS
 
     def db_for_write(self, model: Any, **hints: Any) -> str:
-        _reads_replica.set(False)  # what this request reads next may depend on what it just wrote
+        if model._meta.app_label != CACHE_APP_LABEL:  # a rate counter counted changes nothing the request reads
+            _reads_replica.set(False)  # what this request reads next may depend on what it just wrote
         return DEFAULT_DB_ALIAS
 
     def allow_relation(self, obj1: Any, obj2: Any, **hints: Any) -> bool:
@@ -69,7 +82,7 @@ class ReplicaRouter:
 
 def _replica_has(lsn: str | None) -> bool:
     """The replica answers and has replayed the WAL up to `lsn` (any position when None)."""
-    if lsn is not None and not _LSN.match(lsn):
+    if lsn is not None and not (isinstance(lsn, str) and _LSN.match(lsn)):
         return False  # a cookie we did not write: the primary is always right
     try:
         with connections[REPLICA].cursor() as cursor:
@@ -87,6 +100,22 @@ def _primary_lsn() -> str:
         return cursor.fetchone()[0]
 
 
+def token_authenticated(request: HttpRequest, *, user_id: int, marks_writes: bool) -> None:
+    """Called by API token authentication once the token is found valid (on the primary): a read goes on to read
+    the replica if it has replayed the user's last write; a write by a token that `marks_writes` leaves the
+    primary's position after it for the user's next reads (ReplicaReadMiddleware keeps it)."""
+    if not replica_configured():
+        return
+    if request.method in SAFE_METHODS:
+        _reads_replica.set(_replica_has(cache.get(MARK_KEY.format(user_id))))
+    elif marks_writes:
+        request.gg_marks_user = user_id  # type: ignore[attr-defined]
+
+
+def _bearer(request: HttpRequest) -> bool:
+    return request.headers.get("Authorization", "").lower().startswith(("bearer ", "token "))
+
+
 class ReplicaReadMiddleware:
     """Lets a page read the replica (see the module's docstring); no-op without DATABASE_REPLICA_URL."""
 
@@ -97,15 +126,20 @@ class ReplicaReadMiddleware:
         if not replica_configured():
             return self.get_response(request)
         safe = request.method in SAFE_METHODS
-        page = safe and not request.path.startswith("/api/")
-        token = _reads_replica.set(page and _replica_has(request.COOKIES.get(COOKIE)))
+        # A request with an API token reads the primary until its authentication has found the token there.
+        token = _reads_replica.set(safe and not _bearer(request) and _replica_has(request.COOKIES.get(COOKIE)))
         try:
             response = self.get_response(request)
         finally:
             _reads_replica.reset(token)
-        # Only a browser's writes (it has a session, or is given one by signing in) need the mark: a collector's
-        # POST sends no cookies back, and costs no extra round trip.
+        if safe:
+            return response
+        # Only a browser's writes (it has a session, or is given one by signing in) need the cookie, and only a
+        # token that reads (not a collector's) the cache's mark: a collector's POST costs no extra round trip.
         session = settings.SESSION_COOKIE_NAME
-        if not safe and (session in request.COOKIES or session in response.cookies):
+        if session in request.COOKIES or session in response.cookies:
             response.set_cookie(COOKIE, _primary_lsn(), max_age=COOKIE_MAX_AGE_S, httponly=True, samesite="Lax")
+        user_id = getattr(request, "gg_marks_user", None)
+        if user_id is not None:
+            cache.set(MARK_KEY.format(user_id), _primary_lsn(), COOKIE_MAX_AGE_S)
         return response

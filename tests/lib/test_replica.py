@@ -1,20 +1,8 @@
 """Pages read a real PostgreSQL streaming replica, started here, and a user reads their own writes from the primary.
 The raw SQL a page reads with (heatmap cells, queue-wait boxes) goes where its ORM reads go.
 
-The replica is a `pg_basebackup -R` of the test server (PostgreSQL at DATABASE_URL) into a temporary directory,
-started with pg_ctl on a free port of its own and stopped at the end. The primary must accept replication
-connections from 127.0.0.1 (pg_hba.conf: `host replication postgres 127.0.0.1/32 trust`; .ci/run adds it).
+The replica: tests/replica_server.py (the `replica_port` fixture, tests/lib/conftest.py).
 """
-
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
@@ -29,143 +17,12 @@ from governance.lib.replica import COOKIE, REPLICA, ReplicaReadMiddleware, readi
 from governance.org.models import Team
 from governance.usage.models import GpuHour, Job, NodeHour
 from tests.factories import at, ingest, job_record, rate, series
-
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
-ROUTERS = ["governance.lib.replica.ReplicaRouter"]
-SLOT_PREFIX = "gg_test_replica_"
+from tests.replica_server import ROUTERS, free_port, replay_paused, replica_caught_up, replica_says
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="a streaming replica is PostgreSQL's"),
     pytest.mark.django_db(transaction=True, databases=[DEFAULT_DB_ALIAS, REPLICA]),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _as_postgres(args: list[str]) -> subprocess.CompletedProcess:
-    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    return subprocess.run([*prefix, *args], capture_output=True, text=True, timeout=300, check=False)
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-def _slots_drop(*, inactive_only: bool) -> None:
-    """Drop this test's replication slots on the primary (those no standby is streaming from)."""
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
-            " WHERE slot_name LIKE %s AND (NOT active OR NOT %s)",
-            [f"{SLOT_PREFIX}%", inactive_only],
-        )
-
-
-@pytest.fixture(scope="module")
-def replica_port(django_db_blocker) -> Iterator[int]:
-    """A hot standby of the test server, streaming from it, on a port of its own."""
-    with django_db_blocker.unblock():
-        yield from _replica()
-
-
-def _replica() -> Iterator[int]:
-    if not (PG_BIN / "pg_ctl").exists() or shutil.which("pg_basebackup") is None:
-        _unavailable("PostgreSQL 15's pg_ctl and pg_basebackup are needed to start a replica")
-    primary = connections[DEFAULT_DB_ALIAS].settings_dict
-    root = Path(tempfile.mkdtemp(prefix="gg-replica-"))
-    data, port = root / "data", _free_port()
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres")
-    # A slot of its own keeps the WAL the standby has not received yet (a busy primary recycles it otherwise, and
-    # the standby stops at the gap); it is dropped at the end, and so are slots a killed run left behind.
-    slot = f"{SLOT_PREFIX}{port}"
-    _slots_drop(inactive_only=True)
-    # -c fast: the backup starts at once instead of after the server's next scheduled checkpoint.
-    backup = _as_postgres([
-        "pg_basebackup", "-h", primary["HOST"] or "127.0.0.1", "-p", str(primary["PORT"] or 5432), "-U", "postgres",
-        "-D", str(data), "-R", "-X", "stream", "-c", "fast", "-C", "-S", slot,
-    ])  # fmt: skip
-    if backup.returncode != 0:
-        shutil.rmtree(root, ignore_errors=True)
-        _slots_drop(inactive_only=True)
-        _unavailable(f"pg_basebackup failed (replication allowed in pg_hba.conf?): {backup.stderr.strip()}")
-    # The copy has the primary's data but (on Debian) not its configuration files: the standby gets its own.
-    (data / "postgresql.conf").write_text(
-        f"port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{root}'\n"
-        "hot_standby = on\nshared_buffers = 32MB\nfsync = off\n"
-    )
-    (data / "pg_hba.conf").write_text("local all all trust\nhost all all 127.0.0.1/32 trust\n")
-    (data / "pg_ident.conf").write_text("")
-    if os.geteuid() == 0:
-        for path in (data / "postgresql.conf", data / "pg_hba.conf", data / "pg_ident.conf"):
-            shutil.chown(path, "postgres")
-    started = _as_postgres(
-        [str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60", "start"]
-    )
-    try:
-        if started.returncode != 0:
-            log = (root / "log").read_text() if (root / "log").exists() else ""
-            pytest.fail(f"the replica did not start: {started.stderr.strip()} {log[-2000:]}")
-        connections.settings[REPLICA] = {**primary, "PORT": str(port), "TEST": {**primary["TEST"], "MIRROR": "default"}}
-        yield port
-    finally:
-        if REPLICA in connections.settings:
-            connections[REPLICA].close()
-            del connections.settings[REPLICA]
-        _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"])
-        _slots_drop(inactive_only=True)
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _on_replica(sql: str) -> object:
-    with connections[REPLICA].cursor() as cursor:
-        cursor.execute(sql)
-        return cursor.fetchone()[0]
-
-
-@contextmanager
-def _replay_paused() -> Iterator[None]:
-    """The replica stops replaying the primary's WAL for the duration (what the primary writes meanwhile, it lacks),
-    and replays again afterwards, whatever happened."""
-    _on_replica("SELECT pg_wal_replay_pause()")
-    try:
-        yield
-    finally:
-        _on_replica("SELECT pg_wal_replay_resume()")
-
-
-def _replica_caught_up() -> None:
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute("SELECT pg_current_wal_flush_lsn()::text")
-        lsn = cursor.fetchone()[0]
-    # The replica replays the whole server's WAL, other databases' included: on a busy shared server that takes time.
-    for _ in range(1200):
-        if _on_replica(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn"):
-            return
-        time.sleep(0.1)
-    state = _on_replica("SELECT pg_last_wal_receive_lsn()::text || ' received, ' || pg_last_wal_replay_lsn()::text")
-    # What both ends say of the stream, for the next time this fails (once under `-n 2`, the replica stopped at a
-    # WAL segment's boundary; the cause was not found).
-    receiver = _on_replica(
-        "SELECT coalesce((SELECT status || ', flushed ' || flushed_lsn::text || ', last message '"
-        " || last_msg_receipt_time::text FROM pg_stat_wal_receiver), 'no WAL receiver')"
-    )
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_current_wal_insert_lsn()::text, coalesce((SELECT string_agg(state || ' sent ' || sent_lsn::text"
-            " || ' replayed ' || coalesce(replay_lsn::text, '-'), '; ') FROM pg_stat_replication), 'no sender')"
-        )
-        inserted, sender = cursor.fetchone()
-    raise AssertionError(
-        f"the replica did not replay up to {lsn} in 120 s: {state} replayed; its receiver: {receiver};"
-        f" the primary inserted up to {inserted}, its senders: {sender}"
-    )
 
 
 def _teams_page(client) -> tuple[str, int]:
@@ -183,13 +40,13 @@ def test_pages_read_the_replica_and_a_user_reads_their_own_writes_from_the_prima
     cast.admin.is_superuser = True
     cast.admin.save()
     client.force_login(cast.admin)
-    assert _on_replica("SELECT pg_is_in_recovery()") is True
-    _replica_caught_up()
+    assert replica_says("SELECT pg_is_in_recovery()") is True
+    replica_caught_up()
 
     page, replica_statements = _teams_page(client)
     assert "Vision" in page and replica_statements > 1  # the session, the user and the list came from the replica
 
-    with _replay_paused():  # the replica falls behind from here
+    with replay_paused():  # the replica falls behind from here
         Team.objects.create(slug="elsewhere", name="Written elsewhere")  # another user's write, on the primary
         page, _ = _teams_page(client)
         assert "Written elsewhere" not in page  # not replayed yet: a page on the replica may be a moment behind
@@ -204,7 +61,7 @@ def test_pages_read_the_replica_and_a_user_reads_their_own_writes_from_the_prima
         assert "Mine" in page and "Written elsewhere" in page  # their own write: read from the primary
         assert replica_statements == 1  # only the replay position was asked of the replica
 
-    _replica_caught_up()
+    replica_caught_up()
     page, replica_statements = _teams_page(client)
     assert "Mine" in page and "Written elsewhere" in page and replica_statements > 1  # the replica again
 
@@ -216,7 +73,7 @@ def test_a_page_is_served_from_the_primary_when_the_replica_does_not_answer(repl
     client.force_login(cast.admin)
     connections[REPLICA].close()
     gone = {**connections.settings[REPLICA]}
-    connections.settings[REPLICA]["PORT"] = str(_free_port())  # nothing listens there
+    connections.settings[REPLICA]["PORT"] = str(free_port())  # nothing listens there
     try:
         response = client.get("/admin/org/team/")
     finally:
@@ -283,9 +140,9 @@ def test_the_heatmap_reads_its_cells_on_the_replica_and_a_user_who_wrote_reads_t
     client.force_login(cast.admin)
     wrote = Client()
     wrote.force_login(cast.alice)
-    _replica_caught_up()
+    replica_caught_up()
 
-    with _replay_paused():
+    with replay_paused():
         # Written on the primary only, and read by the cells' raw SQL only: 90% becomes 30%, per GPU and per node.
         GpuHour.objects.update(sm_sum=F("sm_samples") * 30.0)
         NodeHour.objects.update(sm_sum=F("sm_samples") * 30.0)
@@ -324,9 +181,9 @@ def test_the_overviews_queue_wait_boxes_are_read_on_the_replica_unless_the_user_
     client.force_login(cast.admin)
     wrote = Client()
     wrote.force_login(cast.admin)
-    _replica_caught_up()
+    replica_caught_up()
 
-    with _replay_paused():
+    with replay_paused():
         Job.objects.filter(external_id="2").update(submit_time=at("2026-11-03T10:55:00Z"))  # 120 -> 5 minutes
         _primary_lsn_cookie(wrote)
 
@@ -344,7 +201,7 @@ def test_a_replica_that_does_not_answer_sends_the_heatmaps_raw_reads_to_the_prim
     client.force_login(cast.admin)
     connections[REPLICA].close()
     gone = {**connections.settings[REPLICA]}
-    connections.settings[REPLICA]["PORT"] = str(_free_port())  # nothing listens there
+    connections.settings[REPLICA]["PORT"] = str(free_port())  # nothing listens there
     try:
         with CaptureQueriesContext(connections[DEFAULT_DB_ALIAS]) as on_primary:
             response = client.get("/cluster/", DAY)
@@ -391,9 +248,9 @@ def test_the_team_focus_csv_streams_from_the_replica_unless_the_user_wrote_since
     client.force_login(cast.finance)
     wrote = Client()
     wrote.force_login(cast.finance)
-    _replica_caught_up()
+    replica_caught_up()
 
-    with _replay_paused():
+    with replay_paused():
         Charge.objects.filter(user_name="alice").update(user_name="renamed")  # on the primary only
         _primary_lsn_cookie(wrote)
 
