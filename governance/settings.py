@@ -143,9 +143,10 @@ if DATABASE_REPLICA_URL:
     DATABASE_ROUTERS = ["governance.lib.replica.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Throttle counters (API rates, invalid bearer tokens) live here, shared by every web worker and process: in
-# the database (table gg_cache, made by the api app's migrations) unless CACHE_URL (or REDIS_URL) names a Redis
-# database of its own, which takes that load off the database.
+# Throttle counters (API rates, invalid bearer tokens) are shared by every web worker and process: in the database
+# (table api_ratecount, one atomic upsert a request: governance/api/counters.py) unless CACHE_URL (or REDIS_URL)
+# names a Redis database of its own, which takes that load off the database. The cache itself (table gg_cache, made
+# by the api app's migrations, else that Redis database) keeps the replica's read-your-writes marks.
 CACHE_URL = env_str("CACHE_URL") or env_str("REDIS_URL")
 if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"CACHE_URL {CACHE_URL!r} is not a Redis URL (redis://host:6379/1)")

@@ -29,6 +29,7 @@ from governance.lib.doors import current_door
 # Models whose rows are not changes people make, each with the reason. Every other model of the project is audited.
 EXEMPT: dict[str, str] = {
     "api.auditentry": "the log itself",
+    "api.ratecount": "request counts per client and window, counted by every request",
     "usage.jobchange": "a job's history: each row is written with its own audit entry",
     "usage.ingestbatch": "the ingest inbox (the admin's re-queue action is audited)",
     "usage.sample": "raw samples",

@@ -1,6 +1,6 @@
 """API tokens: `Authorization: Bearer ggt_...`, looked up by hash, scoped, expiring.
 
-Failed lookups are counted per client address in the shared cache (the database's when CACHE_URL is unset):
+Failed lookups are counted per client address (governance/api/counters.py: in the database unless CACHE_URL is set):
 past API_TOKEN_FAILURES_PER_MINUTE in a minute, that address's invalid tokens get 429 instead of 401. A valid
 token is looked up first and never refused for what others sent from its address.
 
@@ -12,12 +12,12 @@ import copy
 import time
 
 from django.conf import settings
-from django.core.cache import cache
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
+from governance.api.counters import window_count, window_count_up
 from governance.api.models import ApiToken, hash_token
 from governance.api.token_cache import token_remember, token_remembered
 from governance.lib.replica import token_authenticated
@@ -31,21 +31,19 @@ FAILURE_WINDOW_S = 60
 
 
 def _failure_key(request: Request) -> str:
-    window = int(time.time()) // FAILURE_WINDOW_S
-    return f"gg:token-failures:{BaseThrottle().get_ident(request)}:{window}"
+    return f"gg:token-failures:{BaseThrottle().get_ident(request)}"
+
+
+def _window_end() -> int:
+    return (int(time.time()) // FAILURE_WINDOW_S + 1) * FAILURE_WINDOW_S
 
 
 def _failures_exceeded(key: str) -> bool:
-    return (cache.get(key) or 0) >= settings.API_TOKEN_FAILURES_PER_MINUTE
+    return window_count(key, window_end=_window_end()) >= settings.API_TOKEN_FAILURES_PER_MINUTE
 
 
 def _failure_record(key: str) -> None:
-    if cache.add(key, 1, FAILURE_WINDOW_S * 2):
-        return
-    try:
-        cache.incr(key)
-    except ValueError:  # expired between add and incr
-        cache.add(key, 1, FAILURE_WINDOW_S * 2)
+    window_count_up(key, window_end=_window_end())
 
 
 def _token_found(digest: str, now) -> ApiToken | None:

@@ -130,3 +130,15 @@ class AuditEntry(models.Model):
 
     def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
         raise ValueError("An audit entry is never deleted.")
+
+
+class RateCount(models.Model):
+    """How many requests (or invalid tokens) one client sent in its current window: a row per counter, counted by
+    one atomic statement per request (governance/api/counters.py) when the shared cache is the database's."""
+
+    key = models.CharField(max_length=200, primary_key=True, help_text="The counter: its scope and its client.")
+    window_end = models.BigIntegerField(help_text="When the window counted ends, in seconds since the epoch.")
+    count = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.count} until {self.window_end}"

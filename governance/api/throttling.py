@@ -3,11 +3,11 @@
 Rates are settings (`REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]`, from env): "user" for every
 request, a named scope for a view that sets `throttle_scope` (ingest) instead of "user".
 
-Requests are counted per fixed window of the rate's period (a minute for "600/min"): one counter in the shared
-cache, incremented per request. DRF's own throttles keep a list of every request's time in the period and write it
-back whole each request, so their cost grows with the rate: a fleet's collectors sending 200 batches a second
-on one token rewrote a list of 12,000 times per POST. A client may send up to twice the rate across the boundary
-of two windows, as with the invalid-token counts (governance/api/auth.py).
+Requests are counted per fixed window of the rate's period (a minute for "600/min"): one counter per client,
+incremented per request by one atomic statement (governance/api/counters.py). DRF's own throttles keep a list of
+every request's time in the period and write it back whole each request, so their cost grows with the rate: a
+fleet's collectors sending 200 batches a second on one token rewrote a list of 12,000 times per POST. A client may
+send up to twice the rate across the boundary of two windows, as with the invalid-token counts (api/auth.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rest_framework.request import Request
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle, UserRateThrottle
 
+from governance.api.counters import window_count_up
 from governance.api.models import ApiToken
 
 if TYPE_CHECKING:
@@ -45,13 +46,9 @@ class WindowCountThrottle(SimpleRateThrottle):
         if key is None:
             return True
         now = self.timer()
-        window = int(now // self.duration)
-        key = f"{key}:{window}"
-        try:
-            count = self.cache.incr(key)
-        except ValueError:  # the window's first request (or its counter expired between two calls)
-            count = 1 if self.cache.add(key, 1, self.duration * 2) else self.cache.incr(key)
-        self._wait_s = (window + 1) * self.duration - now
+        window_end = (int(now // self.duration) + 1) * self.duration
+        count = window_count_up(key, window_end=window_end)
+        self._wait_s = window_end - now
         return count <= self.num_requests
 
     def wait(self) -> float:

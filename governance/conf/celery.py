@@ -129,6 +129,8 @@ CELERY_BEAT_SCHEDULE = {
     "check-remediation": {"task": "remediation.check", "schedule": env_float("REMEDIATION_CHECK_SECONDS", 300.0)},
     # notify
     "deliver-notifications": {"task": "notify.deliver_due", "schedule": 60.0},
+    # api: the rate and invalid-token counters of windows over
+    "purge-rate-counts": {"task": "api.purge_rate_counts", "schedule": 3600.0},
 }
 # Housekeeping is not ingest: keep it off the ingest workers.
 CELERY_TASK_ROUTES |= {task: {"queue": "analysis"} for task in TASK_DELIVERY_EXEMPT}

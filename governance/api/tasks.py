@@ -1,0 +1,8 @@
+from celery import shared_task
+
+from governance.api.counters import rate_counts_purge
+
+
+@shared_task(name="api.purge_rate_counts")
+def purge_rate_counts() -> int:
+    return rate_counts_purge()
