@@ -33,16 +33,22 @@ def admin_client(client, cast):
     return client
 
 
+DEC_6 = "2026-12-06T00:00:00Z"
+
+
 @pytest.fixture
 def december(cast, cluster):
-    """1 GPU at 2.00 from December 1; NLP and Vision each ran 2 GPU-hours on December 3."""
-    set_rate(H100, "2.00")
-    declare(1, since="2026-12-01")
-    ingest([job("1", "2026-12-03T00:00:00Z", "2026-12-03T02:00:00Z")])
-    ingest([job("2", "2026-12-03T02:00:00Z", "2026-12-03T04:00:00Z", team="vision", project="detector")])
+    """1 GPU at 2.00 from December 1; NLP and Vision each ran 2 GPU-hours on December 3. Written at the moment the
+    tests stand at: written at the real time instead, from December 7 on the pricing also charged that day's idle
+    capacity up to the real clock, a day the tests' December 6 never re-prices."""
+    with time_machine.travel(DEC_6, tick=False):
+        set_rate(H100, "2.00")
+        declare(1, since="2026-12-01")
+        ingest([job("1", "2026-12-03T00:00:00Z", "2026-12-03T02:00:00Z")])
+        ingest([job("2", "2026-12-03T02:00:00Z", "2026-12-03T04:00:00Z", team="vision", project="detector")])
 
 
-@time_machine.travel("2026-12-06T00:00:00Z", tick=False)
+@time_machine.travel(DEC_6, tick=False)
 def test_a_share_policy_added_in_the_admin_splits_the_unallocated_line_by_team_weight(admin_client, december):
     cluster = Cluster.objects.get(name="c1")
 
@@ -58,7 +64,7 @@ def test_a_share_policy_added_in_the_admin_splits_the_unallocated_line_by_team_w
     assert_billing_invariants()
 
 
-@time_machine.travel("2026-12-06T00:00:00Z", tick=False)
+@time_machine.travel(DEC_6, tick=False)
 def test_deleting_a_rate_card_in_the_admin_reprices_the_open_days_at_the_rate_before_it(admin_client, december):
     later = set_rate(H100, "5.00", since="2026-12-03")
     assert by_team(chargeback_by_team(month=DEC))["NLP"] == cents(10)
