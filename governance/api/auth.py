@@ -17,7 +17,7 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
-from governance.api.counters import window_count, window_count_up
+from governance.api.counters import window_count, window_count_up, window_end_at
 from governance.api.models import ApiToken, hash_token
 from governance.api.token_cache import token_remember, token_remembered
 from governance.lib.replica import token_authenticated
@@ -34,16 +34,13 @@ def _failure_key(request: Request) -> str:
     return f"gg:token-failures:{BaseThrottle().get_ident(request)}"
 
 
-def _window_end() -> int:
-    return (int(time.time()) // FAILURE_WINDOW_S + 1) * FAILURE_WINDOW_S
-
-
 def _failures_exceeded(key: str) -> bool:
-    return window_count(key, window_end=_window_end()) >= settings.API_TOKEN_FAILURES_PER_MINUTE
+    end = window_end_at(time.time(), FAILURE_WINDOW_S)
+    return window_count(key, window_end=end) >= settings.API_TOKEN_FAILURES_PER_MINUTE
 
 
 def _failure_record(key: str) -> None:
-    window_count_up(key, window_end=_window_end())
+    window_count_up(key, window_end=window_end_at(time.time(), FAILURE_WINDOW_S))
 
 
 def _token_found(digest: str, now) -> ApiToken | None:

@@ -35,6 +35,11 @@ _COUNT_UP = (
 _COUNT = f"SELECT count FROM {_TABLE} WHERE key = %s AND window_end = %s"  # noqa: S608
 
 
+def window_end_at(now: float, period_s: int) -> int:
+    """The end (epoch seconds) of the fixed window of `period_s` seconds that `now` falls in."""
+    return (int(now // period_s) + 1) * period_s
+
+
 def _in_database() -> bool:
     return isinstance(caches["default"], DatabaseCache)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from rest_framework.request import Request
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle, UserRateThrottle
 
-from governance.api.counters import window_count_up
+from governance.api.counters import window_count_up, window_end_at
 from governance.api.models import ApiToken
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class WindowCountThrottle(SimpleRateThrottle):
         if key is None:
             return True
         now = self.timer()
-        window_end = (int(now // self.duration) + 1) * self.duration
+        window_end = window_end_at(now, self.duration)
         count = window_count_up(key, window_end=window_end)
         self._wait_s = window_end - now
         return count <= self.num_requests

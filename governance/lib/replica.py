@@ -15,8 +15,9 @@ A reading request (GET, HEAD, OPTIONS) reads through the ORM from the replica, u
 Raw SQL that a page reads with (the heatmap's cells, the queue-wait boxes, the FOCUS CSV) runs on
 `reading_connection(Model)`, the connection the router gives that model's reads now, so it follows the same rules;
 its vendor check looks at that connection. Raw SQL that writes, or that a write depends on, runs on
-`django.db.connection`: the primary. The shared cache's table (the throttle counters, the marks above) is always
-read on the primary: a counter read a moment behind would let a client past its rate.
+`django.db.connection`: the primary. So does counting a request (governance/api/counters.py). The database cache's
+table (the marks above) is always read on the primary, and writing it does not send the rest of the request to the
+primary: it is the primary's own state, which the replica only trails.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class ReplicaRouter:
         return DEFAULT_DB_ALIAS
 
     def db_for_write(self, model: Any, **hints: Any) -> str:
-        if model._meta.app_label != CACHE_APP_LABEL:  # a rate counter counted changes nothing the request reads
+        if model._meta.app_label != CACHE_APP_LABEL:  # a cache entry written changes nothing the request reads
             _reads_replica.set(False)  # what this request reads next may depend on what it just wrote
         return DEFAULT_DB_ALIAS
 
@@ -137,9 +138,12 @@ class ReplicaReadMiddleware:
         # Only a browser's writes (it has a session, or is given one by signing in) need the cookie, and only a
         # token that reads (not a collector's) the cache's mark: a collector's POST costs no extra round trip.
         session = settings.SESSION_COOKIE_NAME
-        if session in request.COOKIES or session in response.cookies:
-            response.set_cookie(COOKIE, _primary_lsn(), max_age=COOKIE_MAX_AGE_S, httponly=True, samesite="Lax")
+        browser = session in request.COOKIES or session in response.cookies
         user_id = getattr(request, "gg_marks_user", None)
-        if user_id is not None:
-            cache.set(MARK_KEY.format(user_id), _primary_lsn(), COOKIE_MAX_AGE_S)
+        if browser or user_id is not None:
+            lsn = _primary_lsn()
+            if browser:
+                response.set_cookie(COOKIE, lsn, max_age=COOKIE_MAX_AGE_S, httponly=True, samesite="Lax")
+            if user_id is not None:
+                cache.set(MARK_KEY.format(user_id), lsn, COOKIE_MAX_AGE_S)
         return response

@@ -1,12 +1,12 @@
 """Rate limits count requests per token in fixed windows: one counter per token, whatever the rate, counted by one
 atomic statement, so that requests of several processes at once are all counted."""
 
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from subprocess import PIPE
 
 import pytest
 from django.db import connection
@@ -15,6 +15,7 @@ from governance.api.counters import rate_counts_purge, window_count
 from governance.api.models import ApiToken, RateCount
 from governance.api.throttling import TokenScopedRateThrottle
 from tests.api.conftest import bearer
+from tests.processes import web_process_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,22 +78,12 @@ def test_two_processes_at_once_get_the_rate_between_them_and_not_a_request_more(
     """Two web processes serve one token at the same moment, 150 requests each after one to warm up, at 150 a
     minute: 150 answered in all, the warm-ups with them, and the rest refused. Django's database cache lost counts
     here (its increment reads, then writes back): 300 requests of one token from two processes counted 219."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "governance.settings", "API_THROTTLE_RATE": "150/min"}
-    env["DATABASE_URL"] = env["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
-    env.pop("CACHE_URL", None)
-    env.pop("REDIS_URL", None)
+    env = web_process_env(API_THROTTLE_RATE="150/min")
     with tempfile.TemporaryDirectory() as folder:
-        command = [sys.executable, "-c"]
+        scripts = [RACER.format(moment=one_window, folder=folder, token=read_token, n=n, requests=150) for n in (1, 2)]
         racers = [
-            subprocess.Popen(
-                [*command, RACER.format(moment=one_window, folder=folder, token=read_token, n=n, requests=150)],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for n in (1, 2)
+            subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env, stdout=PIPE, stderr=PIPE, text=True)
+            for script in scripts
         ]
         deadline = time.monotonic() + 120
         while not all((Path(folder) / f"ready-{n}").exists() for n in (1, 2)):

@@ -1,6 +1,6 @@
 """API reads go to the real streaming replica too: a token is looked up on the primary, then its reads go to the
 replica unless its user wrote something the replica has not replayed yet (a mark in the shared cache, since an API
-client sends no cookies back). The shared cache's counters are read on the primary whatever the request reads.
+client sends no cookies back). Rate counts are counted on the primary whatever the request reads.
 
 The replica: tests/replica_server.py (the `replica_port` fixture, tests/lib/conftest.py).
 """

@@ -2,7 +2,6 @@
 a good token from the same address; the counts are shared by every process (the database cache); ingest
 answers 503 with Retry-After while the database is unreachable."""
 
-import os
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from django.db import connection
 
 from tests.api.conftest import bearer
 from tests.factories import batch_body, sample_record
+from tests.processes import web_process_env
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAMS = "/api/v1/teams/"
@@ -54,18 +54,15 @@ def test_it_lets_a_collector_behind_the_same_nat_ingest_while_a_neighbour_guesse
 def test_it_counts_invalid_tokens_of_two_processes_together(client, cast, read_token, one_window):
     """Another process (another web worker) sends 20 invalid tokens; this one's next invalid token is the 21st. Both
     stand still at the same moment of one minute (CI failed once when the minute rolled over between them)."""
-    test_database = connection.settings_dict["NAME"]
     code = (
         f"import time_machine; time_machine.travel({one_window}, tick=False).start(); "
         "import django; django.setup(); from django.test import Client; c = Client(); "
         "print([c.get('/api/v1/teams/', HTTP_AUTHORIZATION=f'Bearer ggt_other-{i}').status_code for i in range(20)])"
     )
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "governance.settings"}
-    env["DATABASE_URL"] = env["DATABASE_URL"].rsplit("/", 1)[0] + "/" + test_database
-    env.pop("CACHE_URL", None)
-    env.pop("REDIS_URL", None)
     try:
-        other = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+        other = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=web_process_env(), capture_output=True, text=True
+        )
         assert other.returncode == 0, other.stderr
         assert other.stdout.strip() == str([401] * 20)
 
