@@ -17,7 +17,7 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
-from governance.api.counters import window_count, window_count_up, window_end_at
+from governance.api.counters import window_count_up, window_end_at
 from governance.api.models import ApiToken, hash_token
 from governance.api.token_cache import token_remember, token_remembered
 from governance.lib.replica import token_authenticated
@@ -34,13 +34,10 @@ def _failure_key(request: Request) -> str:
     return f"gg:token-failures:{BaseThrottle().get_ident(request)}"
 
 
-def _failures_exceeded(key: str) -> bool:
-    end = window_end_at(time.time(), FAILURE_WINDOW_S)
-    return window_count(key, window_end=end) >= settings.API_TOKEN_FAILURES_PER_MINUTE
-
-
-def _failure_record(key: str) -> None:
-    window_count_up(key, window_end=window_end_at(time.time(), FAILURE_WINDOW_S))
+def _failures_exceeded(request: Request) -> bool:
+    """One more invalid token from the request's address (one statement); whether it is past the minute's limit."""
+    count = window_count_up(_failure_key(request), window_end=window_end_at(time.time(), FAILURE_WINDOW_S))
+    return count > settings.API_TOKEN_FAILURES_PER_MINUTE
 
 
 def _token_found(digest: str, now) -> ApiToken | None:
@@ -78,11 +75,9 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         if token is None or not token.user.is_active:
             # Only the sender of bad tokens is slowed down: a good token from the same address (a NAT, a proxy)
             # was looked up above and never reaches this count.
-            key = _failure_key(request)
-            if _failures_exceeded(key):
+            if _failures_exceeded(request):
                 wait = FAILURE_WINDOW_S - time.time() % FAILURE_WINDOW_S
                 raise exceptions.Throttled(wait=wait, detail=TOO_MANY_FAILURES)
-            _failure_record(key)
             raise exceptions.AuthenticationFailed(TOKEN_INVALID)
         if token.scope in ADMIN_ONLY_SCOPES and not token.user.is_platform_admin:
             # Its holder is no longer a platform admin: the token goes with the role.

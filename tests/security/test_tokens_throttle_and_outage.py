@@ -11,6 +11,7 @@ import pytest
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tests.api.conftest import bearer
 from tests.factories import batch_body, sample_record
@@ -32,11 +33,15 @@ def test_it_answers_a_valid_token_200_after_100_invalid_ones_from_its_address(cl
 
 
 @pytest.mark.django_db
-def test_it_answers_the_21st_invalid_token_of_a_minute_429_and_the_20_before_401(client, cast):
-    statuses = [client.get(TEAMS, **bearer(f"ggt_guess-{i}")).status_code for i in range(21)]
+def test_it_answers_the_21st_invalid_token_of_a_minute_429_and_the_20_before_401(client, cast, one_window):
+    statuses = [client.get(TEAMS, **bearer(f"ggt_guess-{i}")).status_code for i in range(20)]
+    with CaptureQueriesContext(connection) as queries:
+        statuses.append(client.get(TEAMS, **bearer("ggt_guess-20")).status_code)
 
     assert settings.API_TOKEN_FAILURES_PER_MINUTE == 20
     assert statuses == [401] * 20 + [429]
+    counted = [q["sql"] for q in queries if "api_ratecount" in q["sql"]]
+    assert len(counted) == 1 and counted[0].startswith("INSERT")  # counted and compared in one statement
 
 
 @pytest.mark.django_db
