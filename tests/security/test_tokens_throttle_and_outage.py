@@ -23,7 +23,7 @@ INGEST = "/api/v1/ingest/"
 
 
 @pytest.mark.django_db
-def test_it_answers_a_valid_token_200_after_100_invalid_ones_from_its_address(client, cast, read_token):
+def test_it_answers_a_valid_token_200_after_100_invalid_ones_from_its_address(client, cast, read_token, one_window):
     refused = [client.get(TEAMS, **bearer(f"ggt_guess-{i}")).status_code for i in range(100)]
 
     response = client.get(TEAMS, **bearer(read_token))
