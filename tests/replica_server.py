@@ -96,6 +96,9 @@ def replica_started() -> Iterator[int]:
     finally:
         if REPLICA in connections.settings:
             connections[REPLICA].close()
+            # The connection object too: it keeps its settings (this port), and a replica started again later (the
+            # package's tests resumed after another package's, on the same xdist worker) is on another port.
+            del connections[REPLICA]
             del connections.settings[REPLICA]
         _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"])
         _slots_drop(inactive_only=True)
