@@ -8,6 +8,9 @@ A reading request (GET, HEAD, OPTIONS) reads through the ORM from the replica, u
   token's is not: it reads nothing, and the samples it sends are priced later anyway);
 - it authenticates with an API token: the token is looked up on the primary (one revoked or just issued counts
   at once), and only then do its reads go to the replica;
+- it reads who the user is or what they may see: sessions, users, groups and permissions, team memberships,
+  sign-in identities and API tokens are always read on the primary (ACCESS_MODELS), so that a user signed out,
+  deactivated or taken off a team is refused at once, not once the replica has replayed it;
 - the replica does not answer (down, restarting): the primary serves the read;
 - the request wrote (a GET that records something), or runs inside a transaction on the primary: the rest of it
   reads the primary.
@@ -42,6 +45,9 @@ COOKIE_MAX_AGE_S = 600
 MARK_KEY = "gg:wrote-lsn:user:{}"
 # Where the shared cache keeps its rows when it is the database's (DatabaseCache's model).
 CACHE_APP_LABEL = "django_cache"
+# Reads that decide who a request is and what it may see, whatever else it reads: on the primary.
+ACCESS_APPS = frozenset({CACHE_APP_LABEL, "sessions", "auth"})
+ACCESS_MODELS = frozenset({"org.user", "org.membership", "org.oidcidentity", "api.apitoken"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _LSN = re.compile(r"^[0-9A-F]{1,8}/[0-9A-F]{1,8}$")
 
@@ -59,11 +65,20 @@ def reading_connection(model: type[Model]) -> BaseDatabaseWrapper:
     return connections[router.db_for_read(model)]
 
 
+def _reads_access(model: Any) -> bool:
+    """A read of who a request is or what they may see (the database cache's model has a partial `_meta`)."""
+    meta = model._meta
+    if meta.app_label in ACCESS_APPS:
+        return True
+    owner = meta.auto_created or model  # a many-to-many table (a user's groups) goes with its model
+    return owner._meta.label_lower in ACCESS_MODELS
+
+
 class ReplicaRouter:
     """Routes ORM reads to the replica while the current request may read it; everything else to the primary."""
 
     def db_for_read(self, model: Any, **hints: Any) -> str:
-        if model._meta.app_label == CACHE_APP_LABEL:
+        if _reads_access(model):
             return DEFAULT_DB_ALIAS
         if _reads_replica.get() and not connections[DEFAULT_DB_ALIAS].in_atomic_block:
             return REPLICA

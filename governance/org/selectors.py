@@ -7,9 +7,21 @@
 
 from __future__ import annotations
 
+from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import Q, QuerySet
 
 from governance.org.models import Membership, Team, User
+
+
+def _teams_of(user: User, **membership: object) -> QuerySet[Team]:
+    """The teams `user` has a membership of (with `membership`'s conditions). Usually joined into the statement that
+    uses them; while the request reads a streaming replica (governance/lib/replica.py), the memberships are read on
+    the primary first, so that a user taken off a team sees none of it at once, not once the replica catches up."""
+    if router.db_for_read(Team) == DEFAULT_DB_ALIAS:
+        conditions = {f"memberships__{field}": value for field, value in membership.items()}
+        return Team.objects.filter(memberships__user=user, **conditions).distinct()
+    ids = Membership.objects.using(DEFAULT_DB_ALIAS).filter(user=user, **membership).values_list("team_id", flat=True)
+    return Team.objects.filter(pk__in=list(ids))
 
 
 def teams_visible(*, user: User) -> QuerySet[Team]:
@@ -18,7 +30,7 @@ def teams_visible(*, user: User) -> QuerySet[Team]:
         return Team.objects.none()
     if user.sees_all_costs:
         return Team.objects.all()
-    return Team.objects.filter(memberships__user=user).distinct()
+    return _teams_of(user)
 
 
 def teams_led(*, user: User) -> QuerySet[Team]:
@@ -27,7 +39,7 @@ def teams_led(*, user: User) -> QuerySet[Team]:
         return Team.objects.none()
     if user.sees_all_costs:
         return Team.objects.all()
-    return Team.objects.filter(memberships__user=user, memberships__role=Membership.Role.LEAD).distinct()
+    return _teams_of(user, role=Membership.Role.LEAD)
 
 
 def job_visibility_filter(*, user: User, prefix: str = "") -> Q:

@@ -5,6 +5,7 @@ The replica: tests/replica_server.py (the `replica_port` fixture, tests/lib/conf
 """
 
 import pytest
+from django.contrib.sessions.models import Session
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
@@ -14,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from governance.costs.models import Charge
 from governance.dashboard import grid
 from governance.lib.replica import COOKIE, REPLICA, ReplicaReadMiddleware, reading_connection
-from governance.org.models import Team
+from governance.org.models import Membership, Team, User
 from governance.usage.models import GpuHour, Job, NodeHour
 from tests.factories import at, ingest, job_record, rate, series
 from tests.replica_server import ROUTERS, free_port, replay_paused, replica_caught_up, replica_says
@@ -44,7 +45,7 @@ def test_pages_read_the_replica_and_a_user_reads_their_own_writes_from_the_prima
     replica_caught_up()
 
     page, replica_statements = _teams_page(client)
-    assert "Vision" in page and replica_statements > 1  # the session, the user and the list came from the replica
+    assert "Vision" in page and replica_statements > 1  # the list came from the replica (the user from the primary)
 
     with replay_paused():  # the replica falls behind from here
         Team.objects.create(slug="elsewhere", name="Written elsewhere")  # another user's write, on the primary
@@ -64,6 +65,33 @@ def test_pages_read_the_replica_and_a_user_reads_their_own_writes_from_the_prima
     replica_caught_up()
     page, replica_statements = _teams_page(client)
     assert "Mine" in page and "Written elsewhere" in page and replica_statements > 1  # the replica again
+
+
+def test_a_user_signed_out_deactivated_or_taken_off_a_team_is_refused_at_once_while_the_replica_lags(
+    replica_port, cast, settings
+):
+    settings.DATABASE_ROUTERS = ROUTERS
+    lead, alice, finance = Client(), Client(), Client()
+    for client, user in ((lead, cast.nlp_lead), (alice, cast.alice), (finance, cast.finance)):
+        client.force_login(user)
+    replica_caught_up()
+    assert [c.get(url).status_code for c, url in ((lead, "/costs/team/nlp/"), (alice, "/me/"), (finance, "/costs/"))] \
+        == [200, 200, 200]  # fmt: skip
+
+    with replay_paused():  # an admin's changes, on the primary only
+        Membership.objects.filter(user=cast.nlp_lead, team=cast.nlp).delete()
+        User.objects.filter(pk=cast.alice.pk).update(is_active=False)
+        Session.objects.filter(session_key=finance.session.session_key).delete()  # signed out in another tab
+        assert replica_says(f"SELECT count(*) FROM org_membership WHERE user_id = {cast.nlp_lead.pk}") == 1
+
+        with CaptureQueriesContext(connections[REPLICA]) as on_replica:
+            answers = [c.get(url) for c, url in ((lead, "/costs/team/nlp/"), (alice, "/me/"), (finance, "/costs/"))]
+
+    assert answers[0].status_code in (403, 404)
+    assert [a.status_code for a in answers[1:]] == [302, 302]
+    assert all(a["Location"].startswith("/accounts/login/") for a in answers[1:])
+    access = ("django_session", "org_user", "org_membership")
+    assert not [q["sql"] for q in on_replica if any(table in q["sql"] for table in access)]
 
 
 def test_a_page_is_served_from_the_primary_when_the_replica_does_not_answer(replica_port, client, cast, settings):
