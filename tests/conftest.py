@@ -9,6 +9,29 @@ from governance.celery import app as celery_app
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
+_test_database: dict[str, object] = {}
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database; from here on every test is checked for rows it left (tests/leftovers.py)."""
+    _test_database["blocker"] = django_db_blocker
+    yield
+    _test_database.clear()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield
+    blocker = _test_database.get("blocker")
+    if blocker is not None:
+        from tests.leftovers import check_left_behind
+
+        with blocker.unblock():
+            check_left_behind()
+    return result
+
+
 @pytest.fixture(autouse=True)
 def _tasks_in_process(settings):
     """Tasks run in-process unless a test asks for the real worker (see tests/usage/test_worker.py)."""

@@ -1,0 +1,26 @@
+"""The check run after every test (tests/leftovers.py, hooked in tests/conftest.py) finds rows another connection
+committed, names their tables and empties them."""
+
+import pytest
+from django.core.cache import cache
+
+from governance.api.models import RateCount
+from tests.leftovers import RowsLeftBehind, check_left_behind, tables_with_rows
+
+
+@pytest.mark.django_db(transaction=True)
+def test_committed_rows_are_named_by_table_and_removed():
+    RateCount.objects.create(key="left-behind", window_end=1, count=1)
+    cache.set("left-behind", 1)  # the database cache's table, which the flush after a test does not empty
+
+    with pytest.raises(RowsLeftBehind, match="left committed in the test database once the test was over: api_ratecount, gg_cache[.]") as raised:
+        check_left_behind()
+
+    assert "transaction=True" in str(raised.value)
+    assert tables_with_rows() == [] and not RateCount.objects.exists()
+    check_left_behind()  # nothing left: no error
+
+
+@pytest.mark.django_db
+def test_a_tests_own_rows_are_seen_too_before_the_rollback_that_removes_them(cast):
+    assert {"org_team", "org_user", "org_membership"} <= set(tables_with_rows())
