@@ -5,8 +5,10 @@ import re
 
 import pytest
 from django.core.cache import cache
+from django.db import connection
 
 from governance.api.models import RateCount
+from governance.org.models import Team
 from tests.leftovers import RowsLeftBehind, check_left_behind, tables_with_rows
 
 
@@ -24,6 +26,9 @@ def test_committed_rows_are_named_by_table_and_removed():
     check_left_behind()  # nothing left: no error
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="on SQLite the check reads the test's own connection")
 @pytest.mark.django_db
-def test_a_tests_own_rows_are_seen_too_before_the_rollback_that_removes_them(cast):
-    assert {"org_team", "org_user", "org_membership"} <= set(tables_with_rows())
+def test_what_the_tests_own_transaction_holds_is_not_counted(cast):
+    """The test's rows are rolled back after it: the check, on a connection of its own, sees only committed rows."""
+    assert Team.objects.exists()
+    assert tables_with_rows() == []
