@@ -39,7 +39,10 @@ def test_the_ingest_bench_posts_processes_and_reconciles_every_batch(toy_bench):
     assert figures["ingest_samples"] == 8 * 60  # per run: 8 GPUs x 60 minutes
     for name in ("ingest_samples_per_s", "copy_samples_per_s", "ingest_samples_per_s_50_record_batches"):
         assert isinstance(figures[name], int) and figures[name] > 0, name
-    assert figures["ingest_vs_copy"] == round(figures["ingest_samples_per_s"] / figures["copy_samples_per_s"], 3)
+    # The ratio of the two rates as measured; each is printed rounded to a whole sample, so the ratio of the printed
+    # figures may differ in the third decimal (CI once: 0.037 printed, 0.038 from the rounded figures).
+    quotient = figures["ingest_samples_per_s"] / figures["copy_samples_per_s"]
+    assert figures["ingest_vs_copy"] == pytest.approx(quotient, abs=0.001)
     assert str(figures["reconcile_2026_10"]).startswith("ok (")
     # Two measured runs and the small-batch run, each written once (the warm-up was flushed).
     assert Sample.objects.count() == 3 * 8 * 60
