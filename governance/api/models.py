@@ -142,3 +142,19 @@ class RateCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}: {self.count} until {self.window_end}"
+
+
+class WriteMark(models.Model):
+    """Where the primary's WAL stood after a user's last write through the API, while the replica may not have
+    replayed it: that user's reads go to the primary until it has (governance/lib/replica.py). One row a user, only
+    ever moved forward, by one upsert, so that of two writes in flight at once the later position stays."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    lsn = models.BigIntegerField(help_text="The primary's WAL position after the write, in bytes (pg_lsn - '0/0').")
+    until = models.DateTimeField(help_text="Past this the user reads whatever the replica has.")
+
+    class Meta:
+        db_table = "gg_write_mark"
+
+    def __str__(self) -> str:
+        return f"user {self.user_id} wrote up to {self.lsn} (until {self.until:%Y-%m-%d %H:%M:%S})"

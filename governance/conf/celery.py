@@ -131,6 +131,8 @@ CELERY_BEAT_SCHEDULE = {
     "deliver-notifications": {"task": "notify.deliver_due", "schedule": 60.0},
     # api: the rate and invalid-token counters of windows over
     "purge-rate-counts": {"task": "api.purge_rate_counts", "schedule": 3600.0},
+    # api: the users' read-your-writes marks past their time (governance/lib/replica.py)
+    "purge-write-marks": {"task": "api.purge_write_marks", "schedule": 3600.0},
 }
 # Housekeeping is not ingest: keep it off the ingest workers.
 CELERY_TASK_ROUTES |= {task: {"queue": "analysis"} for task in TASK_DELIVERY_EXEMPT}

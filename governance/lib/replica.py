@@ -4,8 +4,10 @@ A reading request (GET, HEAD, OPTIONS) reads through the ORM from the replica, u
 - the user wrote something that the replica has not replayed yet: every writing request of a browser session
   answers with a cookie holding the primary's WAL position after it, and reads go to the primary until the
   replica's replay position has passed it (a user always reads their own writes). An API client with a token
-  sends no cookies back: its user's position after a write is kept in the shared cache instead (an ingest
-  token's is not: it reads nothing, and the samples it sends are priced later anyway);
+  sends no cookies back: its user's position after a write is kept on the primary instead, a row of the user's
+  (api.WriteMark) that one upsert only ever moves forward, so that of two writes in flight at once the later
+  position stays whichever answers last (an ingest token's is not kept: it reads nothing, and the samples it
+  sends are priced later anyway);
 - it authenticates with an API token: the token is looked up on the primary (one revoked or just issued counts
   at once), and only then do its reads go to the replica;
 - it reads who the user is or what they may see: sessions, users, groups and permissions, team memberships,
@@ -18,9 +20,9 @@ A reading request (GET, HEAD, OPTIONS) reads through the ORM from the replica, u
 Raw SQL that a page reads with (the heatmap's cells, the queue-wait boxes, the FOCUS CSV) runs on
 `reading_connection(Model)`, the connection the router gives that model's reads now, so it follows the same rules;
 its vendor check looks at that connection. Raw SQL that writes, or that a write depends on, runs on
-`django.db.connection`: the primary. So does counting a request (governance/api/counters.py). The database cache's
-table (the marks above) is always read on the primary, and writing it does not send the rest of the request to the
-primary: it is the primary's own state, which the replica only trails.
+`django.db.connection`: the primary. So do counting a request (governance/api/counters.py) and the users' marks
+above; neither sends the rest of the request to the primary: they are the primary's own state, which the replica
+only trails. The database cache's table is always read on the primary too.
 """
 
 from __future__ import annotations
@@ -28,26 +30,28 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from contextvars import ContextVar
+from datetime import timedelta
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
-from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 
 REPLICA = "replica"
 COOKIE = "gg_wrote_lsn"
 # The cookie outlives any sane replication lag; past it the user reads whatever the replica has.
 COOKIE_MAX_AGE_S = 600
-# The same position for an API token's user, in the shared cache, as long.
-MARK_KEY = "gg:wrote-lsn:user:{}"
+# The same position for an API token's user, kept on the primary (api.WriteMark), as long.
+MARK_TTL_S = COOKIE_MAX_AGE_S
 # Where the shared cache keeps its rows when it is the database's (DatabaseCache's model).
 CACHE_APP_LABEL = "django_cache"
 # Reads that decide who a request is and what it may see, whatever else it reads: on the primary.
 ACCESS_APPS = frozenset({CACHE_APP_LABEL, "sessions", "auth"})
-ACCESS_MODELS = frozenset({"org.user", "org.membership", "org.oidcidentity", "api.apitoken"})
+ACCESS_MODELS = frozenset({"org.user", "org.membership", "org.oidcidentity", "api.apitoken", "api.writemark"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _LSN = re.compile(r"^[0-9A-F]{1,8}/[0-9A-F]{1,8}$")
 
@@ -116,6 +120,44 @@ def _primary_lsn() -> str:
         return cursor.fetchone()[0]
 
 
+def _lsn_text(position: int) -> str:
+    """A WAL position in bytes as PostgreSQL writes a pg_lsn (high and low 32 bits in hexadecimal)."""
+    return f"{position >> 32:X}/{position & 0xFFFFFFFF:X}"
+
+
+def _marks_table() -> str:
+    return str(apps.get_model("api", "WriteMark")._meta.db_table)
+
+
+def user_mark(user_id: int) -> str | None:
+    """The primary's position after the user's last API write while its mark lasts, else None."""
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(f"SELECT lsn FROM {_marks_table()} WHERE user_id = %s AND until > %s", [user_id, timezone.now()])  # noqa: S608
+        row = cursor.fetchone()
+    return _lsn_text(row[0]) if row else None
+
+
+def user_mark_write(user_id: int) -> str:
+    """Marks the primary's position now (after the user's write) for the user's reads; the mark it keeps, which
+    is never behind one kept before: two writes answered out of order leave the later position."""
+    table = _marks_table()
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (user_id, lsn, until) "  # noqa: S608
+            f"VALUES (%s, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint, %s) "
+            f"ON CONFLICT (user_id) DO UPDATE SET lsn = GREATEST({table}.lsn, excluded.lsn), until = excluded.until "
+            f"RETURNING lsn",
+            [user_id, timezone.now() + timedelta(seconds=MARK_TTL_S)],
+        )
+        return _lsn_text(cursor.fetchone()[0])
+
+
+def user_marks_purge() -> int:
+    """Delete the marks past their time; how many."""
+    deleted, _ = apps.get_model("api", "WriteMark").objects.filter(until__lte=timezone.now()).delete()
+    return deleted
+
+
 def token_authenticated(request: HttpRequest, *, user_id: int, marks_writes: bool) -> None:
     """Called by API token authentication once the token is found valid (on the primary): a read goes on to read
     the replica if it has replayed the user's last write; a write by a token that `marks_writes` leaves the
@@ -123,7 +165,7 @@ def token_authenticated(request: HttpRequest, *, user_id: int, marks_writes: boo
     if not replica_configured():
         return
     if request.method in SAFE_METHODS:
-        _reads_replica.set(_replica_has(cache.get(MARK_KEY.format(user_id))))
+        _reads_replica.set(_replica_has(user_mark(user_id)))
     elif marks_writes:
         request.gg_marks_user = user_id  # type: ignore[attr-defined]
 
@@ -151,14 +193,12 @@ class ReplicaReadMiddleware:
         if safe:
             return response
         # Only a browser's writes (it has a session, or is given one by signing in) need the cookie, and only a
-        # token that reads (not a collector's) the cache's mark: a collector's POST costs no extra round trip.
+        # token that reads (not a collector's) the user's mark: a collector's POST costs no extra round trip.
         session = settings.SESSION_COOKIE_NAME
         browser = session in request.COOKIES or session in response.cookies
         user_id = getattr(request, "gg_marks_user", None)
         if browser or user_id is not None:
-            lsn = _primary_lsn()
+            lsn = _primary_lsn() if user_id is None else user_mark_write(user_id)
             if browser:
                 response.set_cookie(COOKIE, lsn, max_age=COOKIE_MAX_AGE_S, httponly=True, samesite="Lax")
-            if user_id is not None:
-                cache.set(MARK_KEY.format(user_id), lsn, COOKIE_MAX_AGE_S)
         return response

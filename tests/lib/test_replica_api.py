@@ -1,18 +1,18 @@
 """API reads go to the real streaming replica too: a token is looked up on the primary, then its reads go to the
-replica unless its user wrote something the replica has not replayed yet (a mark in the shared cache, since an API
-client sends no cookies back). Rate counts are counted on the primary whatever the request reads.
+replica unless its user wrote something the replica has not replayed yet (the user's mark on the primary, since an
+API client sends no cookies back). Rate counts are counted on the primary whatever the request reads.
 
 The replica: tests/replica_server.py (the `replica_port` fixture, tests/lib/conftest.py).
 """
 
 import pytest
-from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.test.utils import CaptureQueriesContext
 
+from governance.api.models import WriteMark
 from governance.api.services import api_token_create
 from governance.api.throttling import TokenRateThrottle
-from governance.lib.replica import COOKIE, MARK_KEY, REPLICA
+from governance.lib.replica import COOKIE, REPLICA, user_mark
 from governance.org.models import Team
 from tests.api.conftest import bearer
 from tests.factories import batch_body, job_record, sample_record
@@ -24,13 +24,6 @@ pytestmark = [
 ]
 
 TEAMS = "/api/v1/teams/"
-
-
-@pytest.fixture(autouse=True)
-def _marks_cleared():
-    """The marks live in the database cache's table, which the flush after a transactional test leaves as it is."""
-    yield
-    cache.clear()
 
 
 def _team_slugs(client, raw: str) -> tuple[set[str], list[str], list[str]]:
@@ -65,8 +58,8 @@ def test_a_tokens_reads_go_to_the_replica_and_its_user_reads_their_own_api_write
         assert "elsewhere" not in slugs
 
         added = client.post(TEAMS, {"slug": "mine", "name": "Mine"}, content_type="application/json", **bearer(writer))
-        assert added.status_code == 201 and COOKIE not in added.cookies  # no cookie: the mark is in the cache
-        assert cache.get(MARK_KEY.format(cast.admin.pk))
+        assert added.status_code == 201 and COOKIE not in added.cookies  # no cookie: the mark is on the primary
+        assert user_mark(cast.admin.pk)
 
         slugs, on_replica, _ = _team_slugs(client, writer)
         assert {"mine", "elsewhere"} <= slugs  # its user's own write: read from the primary
@@ -91,7 +84,7 @@ def test_a_collectors_posts_leave_no_mark_and_ask_the_primary_nothing_for_it(
         )  # fmt: skip
 
     assert response.status_code == 202
-    assert cache.get(MARK_KEY.format(cast.admin.pk)) is None
+    assert not WriteMark.objects.exists()
     assert not any("pg_current_wal_lsn" in q["sql"] for q in on_primary)
 
 
