@@ -92,6 +92,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A signed-in user reads the primary while their last write (in any browser) is not on the replica yet.
+    "governance.lib.replica.ReplicaUserMarkMiddleware",
     "governance.api.middleware.AuditDoorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",

@@ -1,13 +1,13 @@
 """Pages and API reads may read a PostgreSQL streaming replica (DATABASE_REPLICA_URL); every write goes to the primary.
 
 A reading request (GET, HEAD, OPTIONS) reads through the ORM from the replica, unless:
-- the user wrote something that the replica has not replayed yet: every writing request of a browser session
-  answers with a cookie holding the primary's WAL position after it, and reads go to the primary until the
-  replica's replay position has passed it (a user always reads their own writes). An API client with a token
-  sends no cookies back: its user's position after a write is kept on the primary instead, a row of the user's
-  (api.WriteMark) that one upsert only ever moves forward, so that of two writes in flight at once the later
-  position stays whichever answers last (an ingest token's is not kept: it reads nothing, and the samples it
-  sends are priced later anyway);
+- the user wrote something that the replica has not replayed yet: every write of a signed-in user leaves the
+  primary's WAL position after it in a row of the user's on the primary (api.WriteMark), which one upsert only
+  ever moves forward, and that user's reads go to the primary until the replica's replay position has passed it
+  (a user always reads their own writes: in another tab or browser too, and of two writes in flight at once the
+  later position stays whichever answers last). A browser's writing request also answers with a cookie holding
+  that position, which decides before the session is read. An ingest token's writes leave no mark: it reads
+  nothing, and the samples it sends are priced later anyway;
 - it authenticates with an API token: the token is looked up on the primary (one revoked or just issued counts
   at once), and only then do its reads go to the replica;
 - it reads who the user is or what they may see: sessions, users, groups and permissions, team memberships,
@@ -45,7 +45,7 @@ REPLICA = "replica"
 COOKIE = "gg_wrote_lsn"
 # The cookie outlives any sane replication lag; past it the user reads whatever the replica has.
 COOKIE_MAX_AGE_S = 600
-# The same position for an API token's user, kept on the primary (api.WriteMark), as long.
+# The same position for a signed-in user, on the primary (api.WriteMark): as long.
 MARK_TTL_S = COOKIE_MAX_AGE_S
 # Where the shared cache keeps its rows when it is the database's (DatabaseCache's model).
 CACHE_APP_LABEL = "django_cache"
@@ -130,7 +130,7 @@ def _marks_table() -> str:
 
 
 def user_mark(user_id: int) -> str | None:
-    """The primary's position after the user's last API write while its mark lasts, else None."""
+    """The primary's position after the user's last write while its mark lasts, else None."""
     with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
         cursor.execute(f"SELECT lsn FROM {_marks_table()} WHERE user_id = %s AND until > %s", [user_id, timezone.now()])  # noqa: S608
         row = cursor.fetchone()
@@ -197,8 +197,29 @@ class ReplicaReadMiddleware:
         session = settings.SESSION_COOKIE_NAME
         browser = session in request.COOKIES or session in response.cookies
         user_id = getattr(request, "gg_marks_user", None)
+        if browser and user_id is None and not _bearer(request):
+            user = getattr(request, "user", None)  # signed in by its session (a sign-out leaves the cookie only)
+            user_id = user.pk if user is not None and user.is_authenticated else None
         if browser or user_id is not None:
             lsn = _primary_lsn() if user_id is None else user_mark_write(user_id)
             if browser:
                 response.set_cookie(COOKIE, lsn, max_age=COOKIE_MAX_AGE_S, httponly=True, samesite="Lax")
         return response
+
+
+class ReplicaUserMarkMiddleware:
+    """After authentication: a signed-in browser user whose last write (in this browser or any other) the replica
+    has not replayed yet reads the primary, though this browser's cookie is older or absent. One primary read of a
+    row a page; the replica is asked again only when the user's mark is not the cookie's."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if _reads_replica.get() and not _bearer(request):  # only set with a replica, for a read it may serve
+            user = getattr(request, "user", None)
+            if user is not None and user.is_authenticated:
+                mark = user_mark(user.pk)
+                if mark is not None and mark != request.COOKIES.get(COOKIE) and not _replica_has(mark):
+                    _reads_replica.set(False)
+        return self.get_response(request)

@@ -67,6 +67,43 @@ def test_pages_read_the_replica_and_a_user_reads_their_own_writes_from_the_prima
     assert "Mine" in page and "Written elsewhere" in page and replica_statements > 1  # the replica again
 
 
+def _primary_lsn() -> str:
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute("SELECT pg_current_wal_lsn()::text")
+        return cursor.fetchone()[0]
+
+
+def test_a_user_reads_their_own_write_in_another_browser_and_when_an_earlier_writes_answer_came_last(
+    replica_port, client, cast, settings
+):
+    settings.DATABASE_ROUTERS = ROUTERS
+    cast.admin.is_superuser = True
+    cast.admin.save()
+    client.force_login(cast.admin)
+    other_browser = Client()
+    other_browser.force_login(cast.admin)
+    earlier = _primary_lsn()  # where an earlier write of this user would have left this browser's cookie
+    replica_caught_up()
+
+    with replay_paused():
+        added = client.post("/admin/org/team/add/", {
+            "slug": "mine", "name": "Mine", "lead_email": "",
+            "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
+        })  # fmt: skip
+        assert added.status_code == 302
+
+        page, replica_statements = _teams_page(other_browser)  # no cookie of the write: the user's mark
+        assert "Mine" in page and replica_statements == 2  # both replay questions; the page from the primary
+
+        client.cookies[COOKIE] = earlier  # the answer of a write in flight beside this one, with an older position,
+        page, replica_statements = _teams_page(client)  # arrived last: the replica has that one
+        assert "Mine" in page and replica_statements == 2  # but not the user's mark: the primary
+
+    replica_caught_up()
+    page, replica_statements = _teams_page(other_browser)
+    assert "Mine" in page and replica_statements > 2  # replayed: the replica again
+
+
 def test_a_user_signed_out_deactivated_or_taken_off_a_team_is_refused_at_once_while_the_replica_lags(
     replica_port, cast, settings
 ):
