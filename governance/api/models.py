@@ -149,7 +149,10 @@ class WriteMark(models.Model):
     replayed it: that user's reads go to the primary until it has (governance/lib/replica.py). One row a user, only
     ever moved forward, by one upsert, so that of two writes in flight at once the later position stays."""
 
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    # No foreign key in the database: a mark written after a request that deleted its own user must not fail it.
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+", db_constraint=False
+    )
     lsn = models.BigIntegerField(help_text="The primary's WAL position after the write, in bytes (pg_lsn - '0/0').")
     until = models.DateTimeField(help_text="Past this the user reads whatever the replica has.")
 

@@ -65,3 +65,15 @@ def test_a_mark_past_its_time_sends_no_read_to_the_primary_and_is_purged(cast):
     assert user_mark(cast.nlp_lead.pk) is None and user_mark(cast.finance.pk) is not None
     assert purge_write_marks() == 1
     assert list(WriteMark.objects.values_list("user", flat=True)) == [cast.finance.pk]
+
+
+def test_a_mark_for_a_user_deleted_by_the_request_itself_is_written_and_goes_with_the_next_purge(cast):
+    gone = cast.nlp_lead.pk
+    cast.nlp_lead.delete()
+    with connection.cursor() as cursor:  # as a request's own statement would be, committed at once
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+
+    assert user_mark_write(gone)  # no foreign key to refuse it: the request that deleted its own user answers
+
+    WriteMark.objects.filter(user_id=gone).update(until=timezone.now())
+    assert purge_write_marks() == 1 and not WriteMark.objects.exists()
