@@ -148,8 +148,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Throttle counters (API rates, invalid bearer tokens) are shared by every web worker and process: in the database
 # (table api_ratecount, one atomic upsert a request: governance/api/counters.py) unless CACHE_URL (or REDIS_URL)
 # names a Redis database of its own, which takes that load off the database; the cache itself is table gg_cache
-# (made by the api app's migrations) or that Redis database. The replica's read-your-writes marks of API users are
-# kept on the primary whichever it is (api.WriteMark: one upsert that only moves a mark forward).
+# (made by the api app's migrations) or that Redis database. The replica's read-your-writes marks of signed-in users
+# are kept on the primary whichever it is (api.WriteMark: one upsert that only moves a mark forward).
 CACHE_URL = env_str("CACHE_URL") or env_str("REDIS_URL")
 if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"CACHE_URL {CACHE_URL!r} is not a Redis URL (redis://host:6379/1)")

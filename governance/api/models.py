@@ -145,9 +145,10 @@ class RateCount(models.Model):
 
 
 class WriteMark(models.Model):
-    """Where the primary's WAL stood after a user's last write through the API, while the replica may not have
-    replayed it: that user's reads go to the primary until it has (governance/lib/replica.py). One row a user, only
-    ever moved forward, by one upsert, so that of two writes in flight at once the later position stays."""
+    """Where the primary's WAL stood after a signed-in user's last write (a browser's or a token's), while the
+    replica may not have replayed it: that user's reads go to the primary until it has (governance/lib/replica.py).
+    One row a user, only ever moved forward, by one upsert, so that of two writes in flight at once the later
+    position stays."""
 
     # No foreign key in the database: a mark written after a request that deleted its own user must not fail it.
     user = models.OneToOneField(

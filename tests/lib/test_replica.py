@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from governance.costs.models import Charge
 from governance.dashboard import grid
-from governance.lib.replica import COOKIE, REPLICA, ReplicaReadMiddleware, reading_connection
+from governance.lib.replica import COOKIE, REPLICA, ReplicaReadMiddleware, _primary_lsn, reading_connection
 from governance.org.models import Membership, Team, User
 from governance.usage.models import GpuHour, Job, NodeHour
 from tests.factories import at, ingest, job_record, rate, series
@@ -34,13 +34,26 @@ def _teams_page(client) -> tuple[str, int]:
     return response.content.decode(), len(on_replica)
 
 
+def _superuser_signed_in(client, cast) -> None:
+    """The admin, a superuser (the admin site's team list), signed in on `client`."""
+    cast.admin.is_superuser = True
+    cast.admin.save()
+    client.force_login(cast.admin)
+
+
+def _team_mine_added(client) -> HttpResponse:
+    """The signed-in user adds team "mine" through the admin site."""
+    return client.post("/admin/org/team/add/", {
+        "slug": "mine", "name": "Mine", "lead_email": "",
+        "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
+    })  # fmt: skip
+
+
 def test_pages_read_the_replica_and_a_user_reads_their_own_writes_from_the_primary(
     replica_port, client, cast, settings
 ):
     settings.DATABASE_ROUTERS = ROUTERS
-    cast.admin.is_superuser = True
-    cast.admin.save()
-    client.force_login(cast.admin)
+    _superuser_signed_in(client, cast)
     assert replica_says("SELECT pg_is_in_recovery()") is True
     replica_caught_up()
 
@@ -52,10 +65,7 @@ def test_pages_read_the_replica_and_a_user_reads_their_own_writes_from_the_prima
         page, _ = _teams_page(client)
         assert "Written elsewhere" not in page  # not replayed yet: a page on the replica may be a moment behind
 
-        added = client.post("/admin/org/team/add/", {
-            "slug": "mine", "name": "Mine", "lead_email": "",
-            "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
-        })  # fmt: skip
+        added = _team_mine_added(client)
         assert added.status_code == 302 and COOKIE in added.cookies
 
         page, replica_statements = _teams_page(client)
@@ -67,29 +77,18 @@ def test_pages_read_the_replica_and_a_user_reads_their_own_writes_from_the_prima
     assert "Mine" in page and "Written elsewhere" in page and replica_statements > 1  # the replica again
 
 
-def _primary_lsn() -> str:
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute("SELECT pg_current_wal_lsn()::text")
-        return cursor.fetchone()[0]
-
-
 def test_a_user_reads_their_own_write_in_another_browser_and_when_an_earlier_writes_answer_came_last(
     replica_port, client, cast, settings
 ):
     settings.DATABASE_ROUTERS = ROUTERS
-    cast.admin.is_superuser = True
-    cast.admin.save()
-    client.force_login(cast.admin)
+    _superuser_signed_in(client, cast)
     other_browser = Client()
     other_browser.force_login(cast.admin)
     earlier = _primary_lsn()  # where an earlier write of this user would have left this browser's cookie
     replica_caught_up()
 
     with replay_paused():
-        added = client.post("/admin/org/team/add/", {
-            "slug": "mine", "name": "Mine", "lead_email": "",
-            "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
-        })  # fmt: skip
+        added = _team_mine_added(client)
         assert added.status_code == 302
 
         page, replica_statements = _teams_page(other_browser)  # no cookie of the write: the user's mark
@@ -133,9 +132,7 @@ def test_a_user_signed_out_deactivated_or_taken_off_a_team_is_refused_at_once_wh
 
 def test_a_page_is_served_from_the_primary_when_the_replica_does_not_answer(replica_port, client, cast, settings):
     settings.DATABASE_ROUTERS = ROUTERS
-    cast.admin.is_superuser = True
-    cast.admin.save()
-    client.force_login(cast.admin)
+    _superuser_signed_in(client, cast)
     connections[REPLICA].close()
     gone = {**connections.settings[REPLICA]}
     connections.settings[REPLICA]["PORT"] = str(free_port())  # nothing listens there
@@ -192,9 +189,7 @@ def _heatmap_at_ten(client) -> tuple[list[float], list[str]]:
 
 def _primary_lsn_cookie(client) -> None:
     """What the user's last write answered with: the primary's WAL position after it."""
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute("SELECT pg_current_wal_lsn()::text")
-        client.cookies[COOKIE] = cursor.fetchone()[0]
+    client.cookies[COOKIE] = _primary_lsn()
 
 
 def test_the_heatmap_reads_its_cells_on_the_replica_and_a_user_who_wrote_reads_the_primarys(

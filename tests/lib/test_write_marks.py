@@ -1,5 +1,5 @@
 """A user's read-your-writes mark (governance/lib/replica.py, api.WriteMark): where the primary's WAL stood after
-the user's last API write. It only moves forward, so two writes of one user answered out of order cannot leave the
+the user's last write. It only moves forward, so two writes of one user answered out of order cannot leave the
 earlier position, and a read that trusted it reach a replica that has not replayed the later write."""
 
 from datetime import timedelta
@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from governance.api.models import WriteMark
 from governance.api.tasks import purge_write_marks
-from governance.lib.replica import MARK_TTL_S, _lsn_text, user_mark, user_mark_write
+from governance.lib.replica import MARK_TTL_S, _lsn_text, _primary_lsn, user_mark, user_mark_write
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="a WAL position is PostgreSQL's"),
@@ -34,9 +34,7 @@ def test_a_position_is_written_as_postgresql_writes_a_pg_lsn(position):
 
 
 def test_a_mark_is_where_the_primary_stood_after_the_write_and_lasts_as_long_as_the_cookie(cast):
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_current_wal_lsn()::text")
-        before = cursor.fetchone()[0]
+    before = _primary_lsn()
 
     mark = user_mark_write(cast.nlp_lead.pk)
 
