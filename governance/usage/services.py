@@ -22,7 +22,7 @@ from collectors.records import Batch, decode_batch, encode, pod_namespace, recor
 from governance.lib.doors import Door, current_door, door_entered
 from governance.lib.enqueue import enqueue_coalesced_on_commit, enqueue_on_commit, task_named
 from governance.org.services import project_ids_resolver
-from governance.usage import prepared, writer
+from governance.usage import groups, prepared, writer
 from governance.usage.fleet_growth import fleet_growth_check
 from governance.usage.history import JobVersion, job_changes_record
 from governance.usage.marks import job_days_mark
@@ -52,6 +52,7 @@ class Receipt:
 class ProcessResult:
     jobs: int
     samples: int
+    batches: int = 1  # written in the same transaction (a group of small batches)
 
 
 @dataclass(frozen=True)
@@ -179,31 +180,144 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
 
     Each attempt is counted and committed before the work starts, so an attempt whose worker dies counts too; a
     failure rolls the batch back and records its error. After INGEST_MAX_ATTEMPTS attempts the batch is dead.
+
+    A small batch on its first attempt takes the small batches waiting behind it with it, up to
+    INGEST_COALESCE_BATCHES in all (their attempts counted first too), and writes them in one transaction: a node
+    agent's batch of 8 GPUs costs a worker mostly what any batch costs (a transaction, the lookups, the folds), not
+    what its samples cost. When that write fails, the batch is written alone at once; the others, their failure
+    recorded, are written alone by their own tasks.
     """
     attempt = writer.inbox_attempt_start(inbox_pk)
     if attempt is writer.Attempt.DEAD:
         logger.error("ingest batch %s is dead: %d attempts did not finish", inbox_pk, settings.INGEST_MAX_ATTEMPTS)
     if attempt is not writer.Attempt.STARTED:
         return None
+    more = writer.inbox_attempt_start_more(
+        inbox_pk, limit=settings.INGEST_COALESCE_BATCHES - 1, max_records=settings.INGEST_COALESCE_MAX_RECORDS
+    )
+    if more:
+        try:
+            return _claimed_write(inbox_pk, more)
+        except _GroupFailed as failed:
+            logger.warning("ingest batch %s failed in a group of %d (%r): writing it alone", inbox_pk,
+                           len(failed.pks) + 1, failed.__cause__)  # fmt: skip
+            for pk in failed.pks:
+                inbox_failure_record(inbox_pk=pk, error=failed)
+        finally:
+            writer.inbox_group_released(more)
+    return _claimed_write(inbox_pk)
+
+
+class _GroupFailed(Exception):
+    """Writing a batch with the batches `pks` failed (the cause is chained); nothing of it was kept."""
+
+    def __init__(self, leader: int, pks: list[int]) -> None:
+        super().__init__(leader, pks)
+        self.leader, self.pks = leader, pks
+
+    def __repr__(self) -> str:
+        return f"written with batch {self.leader} in a group that failed: {self.__cause__!r}; next, alone"
+
+
+def _claimed_write(inbox_pk: int, more: list[int] | None = None) -> ProcessResult | None:
+    """Claim the batch and write it: with those of the batches `more` (whose attempts were counted) still waiting,
+    raising _GroupFailed when that write fails; else alone, recording a failure on the batch."""
+    others: list[writer.Claimed] = []
     try:
         with transaction.atomic():
             claimed = writer.inbox_claim(inbox_pk)
             if claimed is None:
                 return None
-            create, token_id = claimed.source == IngestBatch.Source.IMPORT, claimed.token_id
+            create = claimed.source == IngestBatch.Source.IMPORT
             with writer.gc_paused(), door_entered(_ingest_door(claimed)):
+                others = writer.inbox_claim_more(claimed, more or [])
+                if others:
+                    return _group_write([claimed, *others], create_projects=create)
                 if claimed.format == IngestBatch.Format.PREPARED:
                     decoded = prepared.decode(claimed.body)
-                    result = usage_prepared_write(batch=decoded, create_projects=create, token_id=token_id)
-                else:  # SQLite, or a batch stored before prepared batches existed
-                    batch = decode_batch(claimed.body)
-                    result = usage_records_write(batch=batch, create_projects=create, token_id=token_id)
+                    return usage_prepared_write(batch=decoded, create_projects=create, token_id=claimed.token_id)
+                # SQLite, or a batch stored before prepared batches existed
+                batch = decode_batch(claimed.body)
+                return usage_records_write(batch=batch, create_projects=create, token_id=claimed.token_id)
     except psycopg.errors.LockNotAvailable:  # another session holds the batch: not an attempt that failed
         raise
     except Exception as exc:
+        if others:
+            raise _GroupFailed(inbox_pk, [o.pk for o in others]) from exc
         inbox_failure_record(inbox_pk=inbox_pk, error=exc)
         raise
-    return result
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One batch of a group: where it came from, what it holds, and its jobs' ids by header position."""
+
+    claimed: writer.Claimed
+    batch: Prepared
+    job_ids: list[int]
+
+    def models(self) -> dict[int, str]:
+        return {pk: model for pk, (_, _, model) in zip(self.job_ids, self.batch.header.job_keys, strict=True)}
+
+    def pods(self) -> dict[int, tuple[str, str]]:
+        return {pk: (namespace, c) for pk, (c, e, _) in zip(self.job_ids, self.batch.header.job_keys, strict=True)
+                if (namespace := pod_namespace(e))}  # fmt: skip
+
+
+def _group_write(claimed: list[writer.Claimed], *, create_projects: bool) -> ProcessResult:
+    """Write several claimed batches of one token in the current transaction, in runs (governance/usage/groups.py),
+    each as `usage_prepared_write` writes one batch of all its records: the samples staged together, one insert and
+    one aggregate, GPU facts and rollups folded once. Job records are merged batch by batch, in the order the batches
+    arrived, each through its own batch's door, so a job's history names the batch that changed it."""
+    token_id = claimed[0].token_id
+    batches = [prepared.decode(c.body) for c in claimed]
+    headers = [b.header for b in batches]
+    names = {g.cluster for h in headers for g in h.gpus} | {r.cluster for h in headers for r in h.jobs}
+    names |= {c for h in headers for c, _, _ in h.job_keys}
+    cluster_ids = writer.clusters_ensure(names)
+    by_key = writer.job_ids_ensure((cluster_ids[c], e) for h in headers for c, e, _ in h.job_keys)
+    parts = [
+        _Part(c, b, [by_key[(cluster_ids[cl], e)] for cl, e, _ in b.header.job_keys])
+        for c, b in zip(claimed, batches, strict=True)
+    ]
+    stored = writer.gpus_stored(groups.gpus_merged(headers), cluster_ids)
+    grace = timedelta(hours=settings.GOVERNANCE_GPU_GONE_AFTER_HOURS)
+    for run in groups.runs_planned(headers, stored, grace):
+        _run_write([parts[k] for k in run], cluster_ids, create_projects=create_projects, token_id=token_id)
+    enqueue_coalesced_on_commit(REPRICE_TASK, every_s=settings.INGEST_REPRICE_EVERY_S)
+    return ProcessResult(
+        jobs=sum(len(h.jobs) for h in headers), samples=sum(h.samples for h in headers), batches=len(claimed)
+    )
+
+
+def _run_write(parts: list[_Part], cluster_ids: dict[str, int], *, create_projects: bool, token_id: int | None) -> None:
+    """One run of a group, as `usage_prepared_write` writes one batch of all its records."""
+    headers = [p.batch.header for p in parts]
+    gpus = groups.gpus_merged(headers)
+    samples = sum(h.samples for h in headers)
+    if samples:
+        ids = dict(zip(((g.cluster, g.uuid) for g in gpus), writer.gpu_ids_ensure(gpus, cluster_ids, token_id=token_id),
+                       strict=True))  # fmt: skip
+        writer.samples_write_group(
+            [(p.batch.rows, p.batch.readings) for p in parts],
+            [[ids[(g.cluster, g.uuid)] for g in h.gpus] for h in headers],
+            [p.job_ids for p in parts],
+        )
+    waiting: set[int] = set()
+    if samples:  # one look for the whole run; a batch whose samples change no job skips jobs_apply
+        waiting = writer.jobs_waiting_on_samples({pk for p in parts for pk in p.job_ids},
+                                                 {pk for p in parts for pk in p.pods()})  # fmt: skip
+    for p in parts:
+        models, pods = p.models(), p.pods()
+        if not p.batch.header.jobs and not waiting & (models.keys() | pods.keys()):
+            continue
+        with door_entered(_ingest_door(p.claimed)):
+            writer.jobs_apply(p.batch.header.jobs, models, cluster_ids, create_projects=create_projects, pods=pods)
+            if p.batch.header.jobs:
+                writer.jobs_source_record(p.batch.header.jobs, cluster_ids, token_id)
+    if samples:
+        writer.fleet_touch(gpus, cluster_ids)
+        writer.rollups_fold()
 
 
 def _ingest_door(claimed: writer.Claimed) -> Door:

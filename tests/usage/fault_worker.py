@@ -1,5 +1,6 @@
 """The Celery app of the fault tests' workers: the project's own app, plus faults that only tests enable, each on
-the batches of one collector, once the batch is claimed (mid-batch, inside its transaction):
+the batches of one collector, once the batch is claimed (mid-batch, inside its transaction), alone or in a group of
+small batches:
 
 - GG_POISON_COLLECTOR: the worker dies on the spot (os._exit: no handler, no rollback, no acknowledgement), as a
   segfault or the OOM killer would kill it;
@@ -31,17 +32,26 @@ def arm_the_faults(**kwargs: object) -> None:
         return
     from governance.usage.models import IngestBatch
 
-    claim = writer.inbox_claim
+    claim, claim_more = writer.inbox_claim, writer.inbox_claim_more
 
-    def claim_with_faults(inbox_pk: int) -> tuple[str, bytes, str] | None:
+    def faults(pks: list[int]) -> None:
+        collectors = set(IngestBatch.objects.filter(pk__in=pks).values_list("collector", flat=True))
+        if poison in collectors:
+            os._exit(POISON_EXIT)
+        if slow in collectors:
+            time.sleep(float(os.environ.get("GG_SLOW_S", "3")))
+
+    def claim_with_faults(inbox_pk: int) -> writer.Claimed | None:
         claimed = claim(inbox_pk)
         if claimed is not None:
-            collector = IngestBatch.objects.filter(pk=inbox_pk).values_list("collector", flat=True).first()
-            if collector == poison:
-                os._exit(POISON_EXIT)
-            if collector == slow:
-                time.sleep(float(os.environ.get("GG_SLOW_S", "3")))
+            faults([inbox_pk])
+        return claimed
+
+    def claim_more_with_faults(leader: writer.Claimed, pks: list[int]) -> list[writer.Claimed]:
+        claimed = claim_more(leader, pks)
+        faults([c.pk for c in claimed])
         return claimed
 
     claim_with_faults.faulty = True  # type: ignore[attr-defined]
     writer.inbox_claim = claim_with_faults
+    writer.inbox_claim_more = claim_more_with_faults

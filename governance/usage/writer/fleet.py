@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -124,6 +124,21 @@ def gpu_ids_ensure(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int], *, tok
             cursor.execute(*_gpus_upsert(new, cluster_ids, node_ids, facts=False, token_id=token_id))
         ids = known_ids(Gpu, "uuid", keys)
     return [ids[(cluster_ids[g.cluster], g.uuid)] for g in gpus]
+
+
+GPUS_STORED = """
+SELECT c.name, g.uuid, n.name, g.last_seen_at FROM fleet_gpu g
+JOIN unnest(%s::int8[], %s::text[]) AS k (cluster_id, uuid) ON g.cluster_id = k.cluster_id AND g.uuid = k.uuid
+JOIN fleet_node n ON n.id = g.node_id JOIN fleet_cluster c ON c.id = g.cluster_id
+"""
+
+
+def gpus_stored(gpus: Sequence[GpuFacts], cluster_ids: dict[str, int]) -> dict[tuple[str, str], tuple[str, datetime]]:
+    """(cluster name, uuid) -> (node name, last seen) of those of `gpus` the fleet knows (PostgreSQL)."""
+    keys = sorted({(cluster_ids[g.cluster], g.uuid) for g in gpus})
+    with connection.cursor() as cursor:
+        cursor.execute(GPUS_STORED, [[c for c, _ in keys], [u for _, u in keys]])
+        return {(cluster, uuid): (node, seen) for cluster, uuid, node, seen in cursor.fetchall()}
 
 
 # A GPU silent for longer than GOVERNANCE_GPU_GONE_AFTER_HOURS looked gone: the cluster-days priced meanwhile

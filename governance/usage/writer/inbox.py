@@ -71,12 +71,19 @@ def inbox_insert(
 # as dead instead of tried again. A row another session holds is waited for, up to the lock timeout: that session
 # is most often one whose worker was killed, and its lock goes with it within a second or so. When it commits
 # instead, the row no longer matches and nothing is counted.
-INBOX_ATTEMPT = """
+#
+# A batch another worker has taken into its group (inbox_attempt_start_more) is that worker's until the group is
+# written or given up: its own task finds the group's lock on it and does nothing (the group counted its attempt
+# already). Were that worker to die, the lock goes with its session and the inbox sweep brings the batch back.
+GROUP_LOCK_SPACE = 7801  # advisory locks, the space of ingest groups (governance/costs/locks.py holds 77xx)
+_GROUP_LOCK_KEY = "(id %% 2147483648)::int4"
+INBOX_ATTEMPT = f"""
 UPDATE usage_ingestbatch SET
     attempts = attempts + CASE WHEN attempts < %(limit)s THEN 1 ELSE 0 END,
     dead_at = CASE WHEN attempts >= %(limit)s THEN %(now)s END,
     last_error = CASE WHEN attempts >= %(limit)s THEN last_error ELSE %(unfinished)s END
 WHERE id = %(id)s AND processed_at IS NULL AND dead_at IS NULL
+    AND pg_try_advisory_xact_lock({GROUP_LOCK_SPACE}, {_GROUP_LOCK_KEY})
 RETURNING dead_at IS NULL
 """
 ATTEMPT_UNFINISHED = "an attempt did not finish: its worker died (killed, out of memory, crashed) or lost the database"
@@ -123,7 +130,8 @@ def inbox_attempt_start(inbox_pk: int) -> Attempt:
 
 class Claimed(NamedTuple):
     """A claimed inbox batch, and who sent it: its token's name, user id and user name (empty and None when it came
-    through no token, an import, or its token is gone), for the audit door of what it changes."""
+    through no token, an import, or its token is gone), for the audit door of what it changes; its size and
+    attempts decide whether it may lead a group (`inbox_attempt_start_more`)."""
 
     format: str
     body: bytes
@@ -133,6 +141,9 @@ class Claimed(NamedTuple):
     token_name: str
     user_id: int | None
     user_name: str
+    record_count: int
+    attempts: int  # counted so far, this one's included
+    pk: int
 
 
 # Claims the batch whose attempt was counted, marks it processed and returns its body and who sent it, in one round
@@ -144,7 +155,8 @@ WHERE b.id = %s AND b.processed_at IS NULL AND b.dead_at IS NULL
 RETURNING b.format, b.body, b.source, b.batch_id, b.token_id,
     coalesce((SELECT t.name FROM {token} t WHERE t.id = b.token_id), ''),
     (SELECT t.user_id FROM {token} t WHERE t.id = b.token_id),
-    coalesce((SELECT u.{username} FROM {token} t JOIN {user} u ON u.id = t.user_id WHERE t.id = b.token_id), '')
+    coalesce((SELECT u.{username} FROM {token} t JOIN {user} u ON u.id = t.user_id WHERE t.id = b.token_id), ''),
+    b.record_count, b.attempts, b.id
 """
 
 
@@ -178,8 +190,9 @@ def inbox_claim(inbox_pk: int) -> Claimed | None:
         token = None
         if inbox.token_id is not None:
             token = ApiToken.objects.filter(pk=inbox.token_id).select_related("user").first()
-        sender = (token.name, token.user_id, token.user.get_username()) if token else ("", None, "")
-        return Claimed(inbox.format, bytes(inbox.body), inbox.source, inbox.batch_id, inbox.token_id, *sender)
+        name, user_id, user_name = (token.name, token.user_id, token.user.get_username()) if token else ("", None, "")
+        return Claimed(inbox.format, bytes(inbox.body), inbox.source, inbox.batch_id, inbox.token_id, name, user_id,
+                       user_name, inbox.record_count, inbox.attempts, inbox.pk)  # fmt: skip
     # All three statements in one round trip (pipeline mode); binary: the body comes back as its bytes.
     with connection.connection.pipeline(), psycopg.Cursor(connection.connection) as cursor:
         cursor.execute("SET LOCAL synchronous_commit TO OFF")
@@ -187,6 +200,85 @@ def inbox_claim(inbox_pk: int) -> Claimed | None:
         cursor.execute(_claim_statement(), [timezone.now(), inbox_pk], binary=True)
         row = cursor.fetchone()
     return None if row is None else Claimed(*row)
+
+
+# The small batches waiting behind a batch whose first attempt just started, that the same transaction may write with
+# it (PostgreSQL): stored in the same format by the same token through the same door, never tried before, and not
+# held by another worker (SKIP LOCKED: no wait). Oldest first. Their attempts are counted and committed before the
+# work starts, as the leader's is: a worker that dies in the middle of a group has counted one on each batch of it,
+# so a batch that kills its worker reaches INGEST_MAX_ATTEMPTS as surely in a group as alone, and every batch tried
+# once goes alone from then on. The leader qualifies only on its first attempt, small, and prepared. Each batch
+# counted is held by this session's advisory lock (GROUP_LOCK_SPACE) until `inbox_group_released`: between this
+# commit and the claim, its own task would otherwise count a second attempt and write it alone.
+INBOX_ATTEMPT_MORE = f"""
+WITH leader AS (
+    SELECT id, format, source, token_id FROM usage_ingestbatch
+    WHERE id = %(leader)s AND attempts = 1 AND record_count <= %(records)s AND format = %(format)s
+), more AS (
+    SELECT b.id FROM usage_ingestbatch b JOIN leader l ON b.format = l.format AND b.source = l.source
+        AND b.token_id IS NOT DISTINCT FROM l.token_id AND b.id <> l.id
+    WHERE b.processed_at IS NULL AND b.dead_at IS NULL AND b.attempts = 0 AND b.record_count <= %(records)s
+    ORDER BY b.received_at, b.id LIMIT %(limit)s FOR NO KEY UPDATE OF b SKIP LOCKED
+)
+UPDATE usage_ingestbatch b SET attempts = b.attempts + 1, last_error = %(unfinished)s
+FROM more WHERE b.id = more.id AND pg_try_advisory_lock({GROUP_LOCK_SPACE}, ({_GROUP_LOCK_KEY.replace("id", "b.id")}))
+RETURNING b.id
+"""
+
+
+def inbox_attempt_start_more(leader_pk: int, *, limit: int, max_records: int) -> list[int]:
+    """Count and commit an attempt on up to `limit` small batches (at most `max_records` records each) to write with
+    the batch `leader_pk`, whose first attempt `inbox_attempt_start` started: none unless that batch is small and
+    prepared itself. Their ids, oldest first; `inbox_claim_more` claims them. PostgreSQL only (elsewhere: none)."""
+    if limit <= 0 or connection.vendor != "postgresql":
+        return []
+    params = {"leader": leader_pk, "records": max_records, "format": IngestBatch.Format.PREPARED.value,
+              "limit": limit, "unfinished": ATTEMPT_UNFINISHED}  # fmt: skip
+    with transaction.atomic():  # its own transaction, committed here, like the leader's count
+        connection.ensure_connection()
+        with connection.connection.pipeline(), psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+            cursor.execute(INBOX_ATTEMPT_MORE, params)
+            rows = cursor.fetchall()
+    return sorted(pk for (pk,) in rows)
+
+
+GROUP_RELEASE = f"SELECT pg_advisory_unlock({GROUP_LOCK_SPACE}, {_GROUP_LOCK_KEY}) FROM unnest(%s::int8[]) AS id"
+
+
+def inbox_group_released(pks: list[int]) -> None:
+    """Let go of the batches `inbox_attempt_start_more` counted (written, or given up: their own tasks may take
+    them from now on)."""
+    if pks and connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(GROUP_RELEASE, [pks])
+
+
+# Claims the batches whose attempts `inbox_attempt_start_more` counted, in the processing transaction: those another
+# worker took meanwhile (processed, or held: SKIP LOCKED) are left out.
+INBOX_CLAIM_MORE = """
+UPDATE usage_ingestbatch b SET processed_at = %(now)s, last_error = ''
+FROM (
+    SELECT id FROM usage_ingestbatch WHERE id = ANY(%(ids)s) AND processed_at IS NULL AND dead_at IS NULL
+    ORDER BY id FOR NO KEY UPDATE SKIP LOCKED
+) more
+WHERE b.id = more.id
+RETURNING b.id, b.body, b.batch_id, b.record_count, b.attempts
+"""
+
+
+def inbox_claim_more(leader: Claimed, pks: list[int]) -> list[Claimed]:
+    """The batches `pks` (of `leader`'s token, source and format), marked processed in the current transaction to
+    be written with `leader`, oldest first; a rollback undoes the marks (never the counts)."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("inbox_claim_more must run inside the transaction that processes the batches")
+    if not pks:
+        return []
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(INBOX_CLAIM_MORE, {"now": timezone.now(), "ids": pks}, binary=True)
+        rows = sorted(cursor.fetchall())  # in the order they arrived (ids grow with it)
+    return [leader._replace(pk=pk, body=body, batch_id=batch_id, record_count=n, attempts=attempts)
+            for pk, body, batch_id, n, attempts in rows]  # fmt: skip
 
 
 @contextmanager

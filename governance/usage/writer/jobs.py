@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from django.db import connection
@@ -37,6 +37,12 @@ def _unattributed_pods(ids: Iterable[int]) -> set[int]:
     with connection.cursor() as cursor:
         cursor.execute(UNATTRIBUTED_PODS, [sorted(ids)])
         return {pk for (pk,) in cursor.fetchall()}
+
+
+def jobs_waiting_on_samples(sampled: Collection[int], pods: Collection[int]) -> set[int]:
+    """Those of the jobs samples name (`sampled`; `pods`, those of them named `namespace/pod`) that the samples
+    would change in `jobs_apply`: a job with no GPU model yet, a pod no record described that has no namespace."""
+    return (_unnamed_jobs(sampled) if sampled else set()) | (_unattributed_pods(pods) if pods else set())
 
 
 def _merge_job(job: Job, rec: JobRecord, project_id: int | None) -> None:

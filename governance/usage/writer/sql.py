@@ -14,6 +14,9 @@ from governance.usage import prepared
 SAMPLE_COLUMNS = ("ts", "gpu_id", "job_id", *prepared.READING_COLUMNS)
 SAMPLE_TYPES = ("timestamptz", "int8", "int8", *prepared.READING_TYPES)
 STAGE = "usage_sample_stage"
+# Several batches written in one transaction share a staging table whose rows say which batch they came from
+# (`part`, 1-based; see samples_stage_group).
+GROUP_STAGE = "usage_sample_group_stage"
 
 # The batch's samples are aggregated once per (job, GPU, hour), unallocated samples under a NULL job; both
 # rollups are then folded from that handful of rows rather than from the samples again. A null SM counts in
@@ -52,6 +55,13 @@ POSTGRES_TERMS = {
     "gpu_key": "gpu_ix",
     "job_key": "job_ix",
 }
+# The same for a group's staging table: a row's header positions are its batch's, so its ids are found past the
+# offset of its batch (`part`) in the group's id arrays; rows of different batches naming one GPU or job group
+# together by that id. A job position of 0 or NULL (no job) stays no job.
+_GROUP_GPU = "(%(gpu_ids)s::int8[])[gpu_ix + (%(gpu_offsets)s::int4[])[part]]"
+_GROUP_JOB = "(%(job_ids)s::int8[])[nullif(job_ix, 0) + (%(job_offsets)s::int4[])[part]]"
+POSTGRES_GROUP_TERMS = {**POSTGRES_TERMS, "gpu": _GROUP_GPU, "job": _GROUP_JOB, "gpu_key": _GROUP_GPU,
+                        "job_key": _GROUP_JOB}  # fmt: skip
 SQLITE_TERMS = {
     "hour": "strftime('%%Y-%%m-%%d %%H:00:00', ts)",
     "stage_day": "date(s.hour)",
