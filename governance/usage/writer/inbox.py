@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,11 +13,13 @@ from typing import NamedTuple
 import psycopg
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from governance.api.models import ApiToken
 from governance.usage.models import IngestBatch
+
+logger = logging.getLogger(__name__)
 
 # Django's PostgreSQL cursors bind parameters client-side, which writes a batch body into the SQL text
 # as hex (twice its size, parsed again by the server). A plain psycopg cursor on the same connection and
@@ -249,9 +252,13 @@ GROUP_RELEASE = f"SELECT pg_advisory_unlock({GROUP_LOCK_SPACE}, {_GROUP_LOCK_KEY
 def inbox_group_released(pks: list[int]) -> None:
     """Let go of the batches `inbox_attempt_start_more` counted (written, or given up: their own tasks may take
     them from now on)."""
-    if pks and connection.vendor == "postgresql":
+    if not pks or connection.vendor != "postgresql":
+        return
+    try:
         with connection.cursor() as cursor:
             cursor.execute(GROUP_RELEASE, [pks])
+    except DatabaseError:  # the session is gone, and its locks with it (or the caller's transaction is broken)
+        logger.warning("could not release ingest batches %s", pks, exc_info=True)
 
 
 # Claims the batches whose attempts `inbox_attempt_start_more` counted, in the processing transaction: those another
