@@ -72,12 +72,12 @@ INGEST_REPRICE_EVERY_S = env_float("INGEST_REPRICE_EVERY_S", 1.0)
 # peak of 207 MB, 50,000 7,092/s and 321 MB, 100,000 7,289/s and 480 MB; about 7 s a pass at 50,000, well inside
 # TASK_TIME_LIMIT_S. Lower it for workers short of memory.
 PRICING_CLAIM_MARKS = env_int("PRICING_CLAIM_MARKS", 50_000)
-# A worker that takes a small batch (at most INGEST_COALESCE_MAX_RECORDS records: a node agent's is one record per
-# GPU and job) also takes the small batches of the same token waiting behind it, up to INGEST_COALESCE_BATCHES in
-# all, and writes them in one transaction (PostgreSQL): what a batch costs a worker is mostly the same for 8 records
-# as for 500 (a transaction, the lookups, the folds). 1: each batch alone.
+# A worker that takes a batch of fewer than INGEST_COALESCE_RECORDS records (a node agent's is one record per GPU
+# and job) also takes the batches of the same token waiting behind it, up to INGEST_COALESCE_BATCHES in all and
+# INGEST_COALESCE_RECORDS records together, and writes them in one transaction (PostgreSQL): what a batch costs a
+# worker is mostly the same for 8 records as for 2,000 (a transaction, the lookups, the folds). 1: each batch alone.
 INGEST_COALESCE_BATCHES = env_int("INGEST_COALESCE_BATCHES", 32)
-INGEST_COALESCE_MAX_RECORDS = env_int("INGEST_COALESCE_MAX_RECORDS", 500)
+INGEST_COALESCE_RECORDS = env_int("INGEST_COALESCE_RECORDS", 10_000)
 # How long a worker waits for the row lock of a batch another session holds (a session about to die, most often)
 # before it retries the batch later.
 INGEST_CLAIM_LOCK_TIMEOUT_S = env_float("INGEST_CLAIM_LOCK_TIMEOUT_S", 5.0)

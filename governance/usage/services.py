@@ -181,9 +181,9 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
     Each attempt is counted and committed before the work starts, so an attempt whose worker dies counts too; a
     failure rolls the batch back and records its error. After INGEST_MAX_ATTEMPTS attempts the batch is dead.
 
-    A small batch on its first attempt takes the small batches waiting behind it with it, up to
-    INGEST_COALESCE_BATCHES in all (their attempts counted first too), and writes them in one transaction: a node
-    agent's batch of 8 GPUs costs a worker mostly what any batch costs (a transaction, the lookups, the folds), not
+    A batch on its first attempt takes the batches waiting behind it with it, up to INGEST_COALESCE_BATCHES in all and
+    INGEST_COALESCE_RECORDS records together (their attempts counted first too), and writes them in one transaction: a
+    node agent's batch of 8 GPUs costs a worker mostly what any batch costs (a transaction, the lookups, the folds), not
     what its samples cost. When that write fails, the batch is written alone at once; the others, their failure
     recorded, are written alone by their own tasks.
     """
@@ -193,7 +193,7 @@ def usage_batch_process(*, inbox_pk: int) -> ProcessResult | None:
     if attempt is not writer.Attempt.STARTED:
         return None
     more = writer.inbox_attempt_start_more(
-        inbox_pk, limit=settings.INGEST_COALESCE_BATCHES - 1, max_records=settings.INGEST_COALESCE_MAX_RECORDS
+        inbox_pk, limit=settings.INGEST_COALESCE_BATCHES - 1, max_records=settings.INGEST_COALESCE_RECORDS
     )
     if more:
         try:

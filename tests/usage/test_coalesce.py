@@ -47,7 +47,9 @@ def _node_batch(node: str, step: int, **overrides) -> list[dict]:
     if node == "n2" and step >= 4:
         job = "ns-infer/pod-1"  # a pod no record describes: attributed by its namespace
     records = [
-        sample_record(node=node, gpu_uuid=uuid, gpu_index=i, ts=ts, job_id=job, sm_util=7.0 * step + i, **overrides)
+        sample_record(
+            node=node, gpu_uuid=uuid, gpu_index=i, ts=ts, job_id=job, sm_util=(7.0 * step + i) % 100, **overrides
+        )
         for i, uuid in enumerate(NODES[node])
     ]
     if node == "n0" and step >= 6:  # GPU-a1 moved to node n1
@@ -80,7 +82,7 @@ def _bodies() -> list[bytes]:
                                                  start_time=iso(START - timedelta(hours=3)), end_time=ended,
                                                  state="completed")]))  # fmt: skip
     large = [r for step in range(8, 12) for node in NODES for r in _node_batch(node, step)]
-    bodies.append(batch_body(large))  # 24 records: over the test's INGEST_COALESCE_MAX_RECORDS
+    bodies.append(batch_body(large))  # 24 records: more than the test's group of INGEST_COALESCE_RECORDS has room for
     return bodies
 
 
@@ -147,7 +149,7 @@ def _written(settings, bodies: list[bytes], token_id: int, *, together: bool) ->
 @pytest.fixture
 def token_id(cast, monkeypatch, settings) -> int:
     monkeypatch.setattr(services, "_enqueue", lambda inbox_pk: None)  # each batch's task is run by the test
-    settings.INGEST_COALESCE_MAX_RECORDS = 20
+    settings.INGEST_COALESCE_RECORDS = 60  # the small batches' 54 records, not the large batch's 24 too
     set_rate(H100, "2.00")
     declare(6, since="2026-11-01")
     return api_token_create(user=cast.admin, name="agents", scope="ingest", clusters=["c1"])[0].pk
@@ -223,21 +225,26 @@ def test_a_group_that_fails_writes_nothing_its_leader_goes_alone_and_the_others_
     assert Sample.objects.count() == 5 * 2
 
 
-def test_only_small_batches_of_the_same_token_and_door_go_together(settings, cast, token_id):
-    settings.INGEST_COALESCE_BATCHES = 32
+def test_only_batches_of_the_same_token_and_door_go_together_as_far_as_the_groups_records_allow(settings, cast,
+                                                                                                token_id):  # fmt: skip
+    settings.INGEST_COALESCE_BATCHES, settings.INGEST_COALESCE_RECORDS = 32, 59
     other = api_token_create(user=cast.admin, name="other agents", scope="ingest", clusters=["c1"])[0].pk
-    mine = _stored([batch_body(_node_batch("n0", 0)), batch_body(_node_batch("n1", 0))], token_id)
-    theirs = _stored([batch_body(_node_batch("n2", 0))], other)
-    imported = IngestBatch.objects.get(pk=_stored([batch_body(_node_batch("n0", 1))], token_id)[0])
-    IngestBatch.objects.filter(pk=imported.pk).update(source=IngestBatch.Source.IMPORT)
-    large = _stored([batch_body([r for s in range(2, 13) for r in _node_batch("n0", s)])], token_id)  # 22 records
+    first = _stored([batch_body(_node_batch("n0", 0))], token_id)[0]  # 2 records
+    theirs = _stored([batch_body(_node_batch("n2", 0))], other)[0]
+    imported = _stored([batch_body(_node_batch("n0", 1))], token_id)[0]
+    IngestBatch.objects.filter(pk=imported).update(source=IngestBatch.Source.IMPORT)
+    large = _stored([batch_body([r for s in range(2, 30) for r in _node_batch("n1", s)])], token_id)[0]  # 56
+    late = _stored([batch_body(_node_batch("n1", 0))], token_id)[0]  # 2 more: 60 in all, over 59
+    full = _stored([batch_body([r for s in range(30, 60) for r in _node_batch("n2", s)])], token_id)[0]  # 60
 
-    assert usage_batch_process(inbox_pk=mine[0]).batches == 2
+    assert usage_batch_process(inbox_pk=first).batches == 2  # with the large batch; neither theirs nor imported
+    assert IngestBatch.objects.get(pk=large).processed_at is not None
     waiting = set(IngestBatch.objects.filter(processed_at__isnull=True).values_list("pk", flat=True))
-    assert waiting == {theirs[0], imported.pk, large[0]}
+    assert waiting == {theirs, imported, late, full}
     assert set(IngestBatch.objects.filter(pk__in=waiting).values_list("attempts", flat=True)) == {0}
-    # A large batch leads no group either.
-    assert usage_batch_process(inbox_pk=large[0]).batches == 1
+    # A batch that fills a group by itself leads none.
+    assert usage_batch_process(inbox_pk=full).batches == 1
+    assert usage_batch_process(inbox_pk=late).batches == 1
 
 
 def _other_session() -> psycopg.Connection:

@@ -205,23 +205,28 @@ def inbox_claim(inbox_pk: int) -> Claimed | None:
     return None if row is None else Claimed(*row)
 
 
-# The small batches waiting behind a batch whose first attempt just started, that the same transaction may write with
-# it (PostgreSQL): stored in the same format by the same token through the same door, never tried before, and not
-# held by another worker (SKIP LOCKED: no wait). Oldest first. Their attempts are counted and committed before the
-# work starts, as the leader's is: a worker that dies in the middle of a group has counted one on each batch of it,
-# so a batch that kills its worker reaches INGEST_MAX_ATTEMPTS as surely in a group as alone, and every batch tried
-# once goes alone from then on. The leader qualifies only on its first attempt, small, and prepared. Each batch
-# counted is held by this session's advisory lock (GROUP_LOCK_SPACE) until `inbox_group_released`: between this
-# commit and the claim, its own task would otherwise count a second attempt and write it alone.
+# The batches waiting behind a batch whose first attempt just started, that the same transaction may write with it
+# (PostgreSQL), as many as fit in INGEST_COALESCE_RECORDS records with it: stored in the same format by the same token
+# through the same door, never tried before, and not held by another worker (SKIP LOCKED: no wait). Oldest first. Their
+# attempts are counted and committed before the work starts, as the leader's is: a worker that dies in the middle of a
+# group has counted one on each batch of it, so a batch that kills its worker reaches INGEST_MAX_ATTEMPTS as surely in a
+# group as alone, and every batch tried once goes alone from then on. The leader qualifies only on its first attempt,
+# with room, and prepared. Each batch counted is held by this session's advisory lock (GROUP_LOCK_SPACE) until
+# `inbox_group_released`: between this commit and the claim, its own task would otherwise count a second attempt and
+# write it alone.
 INBOX_ATTEMPT_MORE = f"""
 WITH leader AS (
-    SELECT id, format, source, token_id FROM usage_ingestbatch
-    WHERE id = %(leader)s AND attempts = 1 AND record_count <= %(records)s AND format = %(format)s
-), more AS (
-    SELECT b.id FROM usage_ingestbatch b JOIN leader l ON b.format = l.format AND b.source = l.source
-        AND b.token_id IS NOT DISTINCT FROM l.token_id AND b.id <> l.id
-    WHERE b.processed_at IS NULL AND b.dead_at IS NULL AND b.attempts = 0 AND b.record_count <= %(records)s
+    SELECT id, format, source, token_id, record_count FROM usage_ingestbatch
+    WHERE id = %(leader)s AND attempts = 1 AND record_count < %(records)s AND format = %(format)s
+), waiting AS (
+    SELECT b.id, b.received_at, b.record_count FROM usage_ingestbatch b JOIN leader l ON b.format = l.format
+        AND b.source = l.source AND b.token_id IS NOT DISTINCT FROM l.token_id AND b.id <> l.id
+    WHERE b.processed_at IS NULL AND b.dead_at IS NULL AND b.attempts = 0
+        AND b.record_count <= %(records)s - l.record_count
     ORDER BY b.received_at, b.id LIMIT %(limit)s FOR NO KEY UPDATE OF b SKIP LOCKED
+), more AS (  -- as many of them, in order, as the group's records allow
+    SELECT w.id FROM (SELECT id, sum(record_count) OVER (ORDER BY received_at, id) AS records FROM waiting) w
+    JOIN leader l ON w.records <= %(records)s - l.record_count
 )
 UPDATE usage_ingestbatch b SET attempts = b.attempts + 1, last_error = %(unfinished)s
 FROM more WHERE b.id = more.id AND pg_try_advisory_lock({GROUP_LOCK_SPACE}, ({_GROUP_LOCK_KEY.replace("id", "b.id")}))
@@ -230,9 +235,10 @@ RETURNING b.id
 
 
 def inbox_attempt_start_more(leader_pk: int, *, limit: int, max_records: int) -> list[int]:
-    """Count and commit an attempt on up to `limit` small batches (at most `max_records` records each) to write with
-    the batch `leader_pk`, whose first attempt `inbox_attempt_start` started: none unless that batch is small and
-    prepared itself. Their ids, oldest first; `inbox_claim_more` claims them. PostgreSQL only (elsewhere: none)."""
+    """Count and commit an attempt on up to `limit` batches to write with the batch `leader_pk`, whose first attempt
+    `inbox_attempt_start` started, all of them together holding at most `max_records` records: none unless that
+    batch is prepared and has room. Their ids, oldest first; `inbox_claim_more` claims them. PostgreSQL only
+    (elsewhere: none)."""
     if limit <= 0 or connection.vendor != "postgresql":
         return []
     params = {"leader": leader_pk, "records": max_records, "format": IngestBatch.Format.PREPARED.value,
