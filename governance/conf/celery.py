@@ -73,10 +73,13 @@ INGEST_REPRICE_EVERY_S = env_float("INGEST_REPRICE_EVERY_S", 1.0)
 # TASK_TIME_LIMIT_S. Lower it for workers short of memory.
 PRICING_CLAIM_MARKS = env_int("PRICING_CLAIM_MARKS", 50_000)
 # A worker that takes a batch of fewer than INGEST_COALESCE_RECORDS records (a node agent's is one record per GPU
-# and job) also takes the batches of the same token waiting behind it, up to INGEST_COALESCE_BATCHES in all and
-# INGEST_COALESCE_RECORDS records together, and writes them in one transaction (PostgreSQL): what a batch costs a
-# worker is mostly the same for 8 records as for 2,000 (a transaction, the lookups, the folds). 1: each batch alone.
-INGEST_COALESCE_BATCHES = env_int("INGEST_COALESCE_BATCHES", 32)
+# and job) may also take the batches of the same token waiting behind it, up to INGEST_COALESCE_BATCHES in all and
+# INGEST_COALESCE_RECORDS records together, and write them in one transaction (PostgreSQL): what a batch costs a
+# worker is mostly the same for 8 records as for 2,000 (a transaction, the lookups, the folds). Off (1: each batch
+# alone) by default for now: a group written in several runs (governance/usage/groups.py) takes its row locks run by
+# run, not in one order, so two workers' groups can deadlock (the group is then written batch by batch, nothing lost,
+# but each batch of it counts an extra attempt). 32 is what the measurements in docs/scaling.md used.
+INGEST_COALESCE_BATCHES = env_int("INGEST_COALESCE_BATCHES", 1)
 INGEST_COALESCE_RECORDS = env_int("INGEST_COALESCE_RECORDS", 10_000)
 # How long a worker waits for the row lock of a batch another session holds (a session about to die, most often)
 # before it retries the batch later.

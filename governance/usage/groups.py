@@ -1,4 +1,4 @@
-"""Small batches written together: which of a group's batches can be written as one, and their GPUs merged.
+"""Batches written together: which of a group's batches can be written as one, their GPUs merged, the writes.
 
 A worker writes a group of small batches (services.usage_batch_process) in runs: each run is written as one batch of
 all its records would be, and that must leave what writing its batches alone, in turn, leaves. Three things a batch
@@ -22,8 +22,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import msgspec
+from django.conf import settings
 
-from governance.usage.prepared import GpuFacts, Header
+from collectors.records import pod_namespace
+from governance.lib.doors import Door, current_door, door_entered
+from governance.usage import prepared, writer
+from governance.usage.prepared import GpuFacts, Header, Prepared
 
 GpuKey = tuple[str, str]  # (cluster name, GPU uuid)
 
@@ -88,3 +92,82 @@ def gpus_merged(headers: Sequence[Header]) -> list[GpuFacts]:
                 latest, first_seen=min(g.first_seen, known.first_seen), last_seen=latest.last_seen
             )
     return list(merged.values())
+
+
+def ingest_door(claimed: writer.Claimed) -> Door:
+    """What a batch changes came through ingest, by the token that sent it (an import keeps its command's door)."""
+    where = f"batch {claimed.batch_id}"
+    if claimed.token_id is None or claimed.user_id is None:  # no token, or its token is gone
+        return current_door() or Door(kind="ingest", where=where)
+    return Door(kind="ingest", where=where, actor_name=claimed.user_name, user_id=claimed.user_id,
+                token_id=claimed.token_id, token_name=claimed.token_name)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One batch of a group: where it came from, what it holds, and its jobs' ids by header position."""
+
+    claimed: writer.Claimed
+    batch: Prepared
+    job_ids: list[int]
+
+    def models(self) -> dict[int, str]:
+        return {pk: model for pk, (_, _, model) in zip(self.job_ids, self.batch.header.job_keys, strict=True)}
+
+    def pods(self) -> dict[int, tuple[str, str]]:
+        return {pk: (namespace, c) for pk, (c, e, _) in zip(self.job_ids, self.batch.header.job_keys, strict=True)
+                if (namespace := pod_namespace(e))}  # fmt: skip
+
+
+def group_write(claimed: list[writer.Claimed], *, create_projects: bool) -> tuple[int, int]:
+    """Write several claimed batches of one token in the current transaction, in runs (`runs_planned`), each as
+    `usage_prepared_write` writes one batch of all its records: the samples staged together, one insert and one
+    aggregate, GPU facts and rollups folded once. Job records are merged batch by batch, in the order the batches
+    arrived, each through its own batch's door, so a job's history names the batch that changed it. Returns how
+    many job records and samples they held."""
+    token_id = claimed[0].token_id
+    batches = [prepared.decode(c.body) for c in claimed]
+    headers = [b.header for b in batches]
+    names = {g.cluster for h in headers for g in h.gpus} | {r.cluster for h in headers for r in h.jobs}
+    names |= {c for h in headers for c, _, _ in h.job_keys}
+    cluster_ids = writer.clusters_ensure(names)
+    by_key = writer.job_ids_ensure((cluster_ids[c], e) for h in headers for c, e, _ in h.job_keys)
+    parts = [
+        _Part(c, b, [by_key[(cluster_ids[cl], e)] for cl, e, _ in b.header.job_keys])
+        for c, b in zip(claimed, batches, strict=True)
+    ]
+    stored = writer.gpus_stored(gpus_merged(headers), cluster_ids)
+    grace = timedelta(hours=settings.GOVERNANCE_GPU_GONE_AFTER_HOURS)
+    for run in runs_planned(headers, stored, grace):
+        _run_write([parts[k] for k in run], cluster_ids, create_projects=create_projects, token_id=token_id)
+    return sum(len(h.jobs) for h in headers), sum(h.samples for h in headers)
+
+
+def _run_write(parts: list[_Part], cluster_ids: dict[str, int], *, create_projects: bool, token_id: int | None) -> None:
+    """One run of a group, as `usage_prepared_write` writes one batch of all its records."""
+    headers = [p.batch.header for p in parts]
+    gpus = gpus_merged(headers)
+    samples = sum(h.samples for h in headers)
+    if samples:
+        ids = dict(zip(((g.cluster, g.uuid) for g in gpus), writer.gpu_ids_ensure(gpus, cluster_ids, token_id=token_id),
+                       strict=True))  # fmt: skip
+        writer.samples_write_group(
+            [(p.batch.rows, p.batch.readings) for p in parts],
+            [[ids[(g.cluster, g.uuid)] for g in h.gpus] for h in headers],
+            [p.job_ids for p in parts],
+        )
+    waiting: set[int] = set()
+    if samples:  # one look for the whole run; a batch whose samples change no job skips jobs_apply
+        waiting = writer.jobs_waiting_on_samples({pk for p in parts for pk in p.job_ids},
+                                                 {pk for p in parts for pk in p.pods()})  # fmt: skip
+    for p in parts:
+        models, pods = p.models(), p.pods()
+        if not p.batch.header.jobs and not waiting & (models.keys() | pods.keys()):
+            continue
+        with door_entered(ingest_door(p.claimed)):
+            writer.jobs_apply(p.batch.header.jobs, models, cluster_ids, create_projects=create_projects, pods=pods)
+            if p.batch.header.jobs:
+                writer.jobs_source_record(p.batch.header.jobs, cluster_ids, token_id)
+    if samples:
+        writer.fleet_touch(gpus, cluster_ids)
+        writer.rollups_fold()

@@ -6,7 +6,6 @@ import hashlib
 import logging
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -15,18 +14,15 @@ from functools import partial
 import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, Max, Min, Q, When
+from django.db.models import Case, When
 from django.utils import timezone
 
 from collectors.records import Batch, decode_batch, encode, pod_namespace, records_check
-from governance.lib.doors import Door, current_door, door_entered
-from governance.lib.enqueue import enqueue_coalesced_on_commit, enqueue_on_commit, task_named
-from governance.org.services import project_ids_resolver
+from governance.lib.doors import door_entered
+from governance.lib.enqueue import enqueue_coalesced_on_commit, task_named
 from governance.usage import groups, prepared, writer
 from governance.usage.fleet_growth import fleet_growth_check
-from governance.usage.history import JobVersion, job_changes_record
-from governance.usage.marks import job_days_mark
-from governance.usage.models import IngestBatch, Job, JobGpuHour
+from governance.usage.models import IngestBatch
 from governance.usage.prepared import Prepared
 
 logger = logging.getLogger(__name__)
@@ -229,10 +225,12 @@ def _claimed_write(inbox_pk: int, more: list[int] | None = None) -> ProcessResul
             if claimed is None:
                 return None
             create = claimed.source == IngestBatch.Source.IMPORT
-            with writer.gc_paused(), door_entered(_ingest_door(claimed)):
+            with writer.gc_paused(), door_entered(groups.ingest_door(claimed)):
                 others = writer.inbox_claim_more(claimed, more or [])
                 if others:
-                    return _group_write([claimed, *others], create_projects=create)
+                    jobs, samples = groups.group_write([claimed, *others], create_projects=create)
+                    enqueue_coalesced_on_commit(REPRICE_TASK, every_s=settings.INGEST_REPRICE_EVERY_S)
+                    return ProcessResult(jobs=jobs, samples=samples, batches=1 + len(others))
                 if claimed.format == IngestBatch.Format.PREPARED:
                     decoded = prepared.decode(claimed.body)
                     return usage_prepared_write(batch=decoded, create_projects=create, token_id=claimed.token_id)
@@ -246,87 +244,6 @@ def _claimed_write(inbox_pk: int, more: list[int] | None = None) -> ProcessResul
             raise _GroupFailed(inbox_pk, [o.pk for o in others]) from exc
         inbox_failure_record(inbox_pk=inbox_pk, error=exc)
         raise
-
-
-@dataclass(frozen=True)
-class _Part:
-    """One batch of a group: where it came from, what it holds, and its jobs' ids by header position."""
-
-    claimed: writer.Claimed
-    batch: Prepared
-    job_ids: list[int]
-
-    def models(self) -> dict[int, str]:
-        return {pk: model for pk, (_, _, model) in zip(self.job_ids, self.batch.header.job_keys, strict=True)}
-
-    def pods(self) -> dict[int, tuple[str, str]]:
-        return {pk: (namespace, c) for pk, (c, e, _) in zip(self.job_ids, self.batch.header.job_keys, strict=True)
-                if (namespace := pod_namespace(e))}  # fmt: skip
-
-
-def _group_write(claimed: list[writer.Claimed], *, create_projects: bool) -> ProcessResult:
-    """Write several claimed batches of one token in the current transaction, in runs (governance/usage/groups.py),
-    each as `usage_prepared_write` writes one batch of all its records: the samples staged together, one insert and
-    one aggregate, GPU facts and rollups folded once. Job records are merged batch by batch, in the order the batches
-    arrived, each through its own batch's door, so a job's history names the batch that changed it."""
-    token_id = claimed[0].token_id
-    batches = [prepared.decode(c.body) for c in claimed]
-    headers = [b.header for b in batches]
-    names = {g.cluster for h in headers for g in h.gpus} | {r.cluster for h in headers for r in h.jobs}
-    names |= {c for h in headers for c, _, _ in h.job_keys}
-    cluster_ids = writer.clusters_ensure(names)
-    by_key = writer.job_ids_ensure((cluster_ids[c], e) for h in headers for c, e, _ in h.job_keys)
-    parts = [
-        _Part(c, b, [by_key[(cluster_ids[cl], e)] for cl, e, _ in b.header.job_keys])
-        for c, b in zip(claimed, batches, strict=True)
-    ]
-    stored = writer.gpus_stored(groups.gpus_merged(headers), cluster_ids)
-    grace = timedelta(hours=settings.GOVERNANCE_GPU_GONE_AFTER_HOURS)
-    for run in groups.runs_planned(headers, stored, grace):
-        _run_write([parts[k] for k in run], cluster_ids, create_projects=create_projects, token_id=token_id)
-    enqueue_coalesced_on_commit(REPRICE_TASK, every_s=settings.INGEST_REPRICE_EVERY_S)
-    return ProcessResult(
-        jobs=sum(len(h.jobs) for h in headers), samples=sum(h.samples for h in headers), batches=len(claimed)
-    )
-
-
-def _run_write(parts: list[_Part], cluster_ids: dict[str, int], *, create_projects: bool, token_id: int | None) -> None:
-    """One run of a group, as `usage_prepared_write` writes one batch of all its records."""
-    headers = [p.batch.header for p in parts]
-    gpus = groups.gpus_merged(headers)
-    samples = sum(h.samples for h in headers)
-    if samples:
-        ids = dict(zip(((g.cluster, g.uuid) for g in gpus), writer.gpu_ids_ensure(gpus, cluster_ids, token_id=token_id),
-                       strict=True))  # fmt: skip
-        writer.samples_write_group(
-            [(p.batch.rows, p.batch.readings) for p in parts],
-            [[ids[(g.cluster, g.uuid)] for g in h.gpus] for h in headers],
-            [p.job_ids for p in parts],
-        )
-    waiting: set[int] = set()
-    if samples:  # one look for the whole run; a batch whose samples change no job skips jobs_apply
-        waiting = writer.jobs_waiting_on_samples({pk for p in parts for pk in p.job_ids},
-                                                 {pk for p in parts for pk in p.pods()})  # fmt: skip
-    for p in parts:
-        models, pods = p.models(), p.pods()
-        if not p.batch.header.jobs and not waiting & (models.keys() | pods.keys()):
-            continue
-        with door_entered(_ingest_door(p.claimed)):
-            writer.jobs_apply(p.batch.header.jobs, models, cluster_ids, create_projects=create_projects, pods=pods)
-            if p.batch.header.jobs:
-                writer.jobs_source_record(p.batch.header.jobs, cluster_ids, token_id)
-    if samples:
-        writer.fleet_touch(gpus, cluster_ids)
-        writer.rollups_fold()
-
-
-def _ingest_door(claimed: writer.Claimed) -> Door:
-    """What a batch changes came through ingest, by the token that sent it (an import keeps its command's door)."""
-    where = f"batch {claimed.batch_id}"
-    if claimed.token_id is None or claimed.user_id is None:  # no token, or its token is gone
-        return current_door() or Door(kind="ingest", where=where)
-    return Door(kind="ingest", where=where, actor_name=claimed.user_name, user_id=claimed.user_id,
-                token_id=claimed.token_id, token_name=claimed.token_name)  # fmt: skip
 
 
 def inbox_failure_record(*, inbox_pk: int, error: BaseException) -> None:
@@ -396,60 +313,6 @@ def usage_prepared_write(
     # One pricing pass a second per ingest worker, whatever the batches a second: a pass prices every mark left.
     enqueue_coalesced_on_commit(REPRICE_TASK, every_s=settings.INGEST_REPRICE_EVERY_S)
     return ProcessResult(jobs=len(header.jobs), samples=header.samples)
-
-
-HISTORY_FIELDS = ("project_id", "user_name", "gpus", "start_time", "end_time", "state")
-
-
-def jobs_remap(*, accounts: Iterable[str] | None = None) -> int:
-    """Resolve the project of jobs again after project mappings changed (jobs naming `accounts`, or all);
-    returns how many changed project. A job that no mapping or project names any more becomes unattributed.
-
-    Closed months keep their frozen lines: a change to one shows as an adjustment in the open month.
-    """
-    # Described jobs, and pods known only from samples (their account is their namespace).
-    jobs = Job.objects.filter(Q(described=True) | ~Q(account=""))
-    if accounts is not None:
-        jobs = jobs.filter(account__in=set(accounts))
-    resolve = project_ids_resolver()
-    moved: dict[int | None, list[int]] = defaultdict(list)
-    rows = jobs.values_list("pk", "account", "team_name", "cluster__name", "project_id")
-    for pk, account, team, cluster, project_id in rows.iterator(chunk_size=5000):
-        now_project = resolve(account, team or None, cluster)
-        if now_project != project_id:
-            moved[now_project].append(pk)
-    with transaction.atomic():
-        every = [pk for pks in moved.values() for pk in pks]
-        facts = Job.objects.filter(pk__in=every).values("pk", "cluster__name", "external_id", *HISTORY_FIELDS)
-        was = {f["pk"]: f for f in facts}
-        for target, pks in moved.items():
-            Job.objects.filter(pk__in=pks).update(project_id=target, updated_at=timezone.now())
-        job_changes_record(versions=[
-            JobVersion(pk, f"{was[pk]['cluster__name']}/{was[pk]['external_id']}", was[pk],
-                       {**was[pk], "project_id": target})
-            for target, pks in moved.items() for pk in pks if pk in was
-        ])  # fmt: skip
-        # Every day of a moved job is billed to its new team: open months directly, closed ones as corrections.
-        job_days_mark(_job_spans(every))
-        if every:
-            enqueue_on_commit(REPRICE_TASK)
-    return sum(len(pks) for pks in moved.values())
-
-
-def _job_spans(pks: list[int]) -> list[tuple[int, int, datetime | None, datetime | None]]:
-    """(job, cluster, start, end) of each job: its scheduler's times, or for a pod known only from its samples
-    (no start time) the hours they cover."""
-    spans = list(Job.objects.filter(pk__in=pks).values_list("pk", "cluster_id", "start_time", "end_time"))
-    unknown = [pk for pk, _, start, _ in spans if start is None]
-    seen = {
-        pk: (first, last + timedelta(hours=1))
-        for pk, first, last in JobGpuHour.objects.filter(job_id__in=unknown)
-        .values("job_id")
-        .annotate(first=Min("hour"), last=Max("hour"))
-        .values_list("job_id", "first", "last")
-    }
-    return [(pk, cluster, *seen[pk]) if start is None and pk in seen else (pk, cluster, start, end)
-            for pk, cluster, start, end in spans]  # fmt: skip
 
 
 def inbox_sweep(*, older_than: timedelta = timedelta(seconds=30), limit: int = 1000) -> int:

@@ -4,7 +4,7 @@ from celery import shared_task
 from django.conf import settings
 
 from governance.celery import transient_retry
-from governance.usage import collectors, partitions, services
+from governance.usage import collectors, partitions, remap, services
 
 
 # A deadlock, a serialization failure, a database restart or a batch row another session still holds rolls the
@@ -36,7 +36,7 @@ def maintain_partitions() -> dict[str, object]:
 
 @shared_task(name="usage.remap_jobs")
 def remap_jobs(accounts: list[str] | None = None) -> int:
-    return services.jobs_remap(accounts=accounts)
+    return remap.jobs_remap(accounts=accounts)
 
 
 @shared_task(name="usage.check_collectors")

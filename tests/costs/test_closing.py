@@ -151,7 +151,7 @@ def test_a_rate_from_an_open_month_on_is_accepted_after_a_close(closed_november)
 @time_machine.travel("2026-12-02T10:00:00Z", tick=False)
 def test_a_mapping_that_moves_a_closed_months_job_lands_as_an_adjustment_between_teams(closed_november, cast):
     from governance.org.models import ProjectMapping
-    from governance.usage.services import jobs_remap
+    from governance.usage.remap import jobs_remap
 
     ProjectMapping.objects.create(value="llm-pretrain", project=cast.vision.projects.get())
     with committed():

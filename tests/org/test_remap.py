@@ -4,7 +4,7 @@ import pytest
 
 from governance.org.models import ProjectMapping
 from governance.usage.models import Job
-from governance.usage.services import jobs_remap
+from governance.usage.remap import jobs_remap
 from tests.factories import ingest, job_record
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from governance.costs.selectors import chargeback_by_team, unattributed
 from governance.lib.months import Month
 from governance.org.models import ProjectMapping
 from governance.usage.models import Job
-from governance.usage.services import jobs_remap
+from governance.usage.remap import jobs_remap
 from tests.costs.conftest import declare, set_rate
 from tests.factories import H100, at, committed, ingest, job_record, series
 from tests.invariants import assert_billing_invariants

@@ -28,7 +28,7 @@ from governance.usage.models import (
     Sample,
 )
 from governance.usage.services import usage_batch_process, usage_batch_receive
-from governance.usage.writer.inbox import ATTEMPT_UNFINISHED
+from governance.usage.writer.inbox import ATTEMPT_UNFINISHED, GROUP_LOCK_SPACE
 from tests.costs.conftest import declare, set_rate
 from tests.factories import H100, at, batch_body, iso, job_record, sample_record
 from tests.invariants import assert_billing_invariants
@@ -242,9 +242,16 @@ def test_only_batches_of_the_same_token_and_door_go_together_as_far_as_the_group
     waiting = set(IngestBatch.objects.filter(processed_at__isnull=True).values_list("pk", flat=True))
     assert waiting == {theirs, imported, late, full}
     assert set(IngestBatch.objects.filter(pk__in=waiting).values_list("attempts", flat=True)) == {0}
+    # The group's locks went with it, and none was taken on a batch outside it: every other batch is written by its
+    # own task.
+    with _other_session() as other:  # (this session holds its attempts' transaction locks until the test ends)
+        for pk in (theirs, imported, late, full):
+            assert other.execute("SELECT pg_try_advisory_lock(%s, %s)", [GROUP_LOCK_SPACE, pk]).fetchone() == (True,)
     # A batch that fills a group by itself leads none.
     assert usage_batch_process(inbox_pk=full).batches == 1
     assert usage_batch_process(inbox_pk=late).batches == 1
+    assert usage_batch_process(inbox_pk=theirs).batches == 1
+    assert usage_batch_process(inbox_pk=imported).batches == 1
 
 
 def _other_session() -> psycopg.Connection:

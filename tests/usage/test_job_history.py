@@ -8,7 +8,7 @@ from governance.api.models import AuditEntry
 from governance.notify.models import OutboxMessage
 from governance.org.models import ProjectMapping
 from governance.usage.models import Job, JobChange
-from governance.usage.services import jobs_remap
+from governance.usage.remap import jobs_remap
 from tests.factories import at, batch_body, committed, ingest, job_record, priced, rate, series
 from tests.invariants import assert_billing_invariants
 

@@ -77,7 +77,9 @@ def inbox_insert(
 #
 # A batch another worker has taken into its group (inbox_attempt_start_more) is that worker's until the group is
 # written or given up: its own task finds the group's lock on it and does nothing (the group counted its attempt
-# already). Were that worker to die, the lock goes with its session and the inbox sweep brings the batch back.
+# already). Were that worker to die, the lock goes with its session and the inbox sweep brings the batch back. The
+# lock is tried once, on this batch's id (an uncorrelated subquery): a condition on the row would be tried on every
+# row a sequential scan reads.
 GROUP_LOCK_SPACE = 7801  # advisory locks, the space of ingest groups (governance/costs/locks.py holds 77xx)
 _GROUP_LOCK_KEY = "(id %% 2147483648)::int4"
 INBOX_ATTEMPT = f"""
@@ -86,7 +88,7 @@ UPDATE usage_ingestbatch SET
     dead_at = CASE WHEN attempts >= %(limit)s THEN %(now)s END,
     last_error = CASE WHEN attempts >= %(limit)s THEN last_error ELSE %(unfinished)s END
 WHERE id = %(id)s AND processed_at IS NULL AND dead_at IS NULL
-    AND pg_try_advisory_xact_lock({GROUP_LOCK_SPACE}, {_GROUP_LOCK_KEY})
+    AND (SELECT pg_try_advisory_xact_lock({GROUP_LOCK_SPACE}, ({_GROUP_LOCK_KEY.replace("id", "%(id)s")})))
 RETURNING dead_at IS NULL
 """
 ATTEMPT_UNFINISHED = "an attempt did not finish: its worker died (killed, out of memory, crashed) or lost the database"
@@ -224,12 +226,14 @@ WITH leader AS (
     WHERE b.processed_at IS NULL AND b.dead_at IS NULL AND b.attempts = 0
         AND b.record_count <= %(records)s - l.record_count
     ORDER BY b.received_at, b.id LIMIT %(limit)s FOR NO KEY UPDATE OF b SKIP LOCKED
-), more AS (  -- as many of them, in order, as the group's records allow
+), more AS MATERIALIZED (  -- as many of them, in order, as the group's records allow (only they get locked)
     SELECT w.id FROM (SELECT id, sum(record_count) OVER (ORDER BY received_at, id) AS records FROM waiting) w
     JOIN leader l ON w.records <= %(records)s - l.record_count
+), locked AS (  -- on the rows of `more` only: a CTE with a volatile function is never folded into the UPDATE
+    SELECT id FROM more WHERE pg_try_advisory_lock({GROUP_LOCK_SPACE}, {_GROUP_LOCK_KEY})
 )
 UPDATE usage_ingestbatch b SET attempts = b.attempts + 1, last_error = %(unfinished)s
-FROM more WHERE b.id = more.id AND pg_try_advisory_lock({GROUP_LOCK_SPACE}, ({_GROUP_LOCK_KEY.replace("id", "b.id")}))
+FROM locked WHERE b.id = locked.id
 RETURNING b.id
 """
 
