@@ -81,14 +81,20 @@ def inbox_insert(
 # lock is tried once, on this batch's id (an uncorrelated subquery): a condition on the row would be tried on every
 # row a sequential scan reads.
 GROUP_LOCK_SPACE = 7801  # advisory locks, the space of ingest groups (governance/costs/locks.py holds 77xx)
-_GROUP_LOCK_KEY = "(id %% 2147483648)::int4"
+
+
+def _group_lock_key(id_sql: str) -> str:
+    """A batch's key in GROUP_LOCK_SPACE, from the SQL of its id (advisory keys are int4)."""
+    return f"({id_sql} %% 2147483648)::int4"
+
+
 INBOX_ATTEMPT = f"""
 UPDATE usage_ingestbatch SET
     attempts = attempts + CASE WHEN attempts < %(limit)s THEN 1 ELSE 0 END,
     dead_at = CASE WHEN attempts >= %(limit)s THEN %(now)s END,
     last_error = CASE WHEN attempts >= %(limit)s THEN last_error ELSE %(unfinished)s END
 WHERE id = %(id)s AND processed_at IS NULL AND dead_at IS NULL
-    AND (SELECT pg_try_advisory_xact_lock({GROUP_LOCK_SPACE}, ({_GROUP_LOCK_KEY.replace("id", "%(id)s")})))
+    AND (SELECT pg_try_advisory_xact_lock({GROUP_LOCK_SPACE}, {_group_lock_key("%(id)s")}))
 RETURNING dead_at IS NULL
 """
 ATTEMPT_UNFINISHED = "an attempt did not finish: its worker died (killed, out of memory, crashed) or lost the database"
@@ -135,8 +141,8 @@ def inbox_attempt_start(inbox_pk: int) -> Attempt:
 
 class Claimed(NamedTuple):
     """A claimed inbox batch, and who sent it: its token's name, user id and user name (empty and None when it came
-    through no token, an import, or its token is gone), for the audit door of what it changes; its size and
-    attempts decide whether it may lead a group (`inbox_attempt_start_more`)."""
+    through no token, an import, or its token is gone), for the audit door of what it changes; `pk`, its inbox
+    row."""
 
     format: str
     body: bytes
@@ -146,8 +152,6 @@ class Claimed(NamedTuple):
     token_name: str
     user_id: int | None
     user_name: str
-    record_count: int
-    attempts: int  # counted so far, this one's included
     pk: int
 
 
@@ -161,7 +165,7 @@ RETURNING b.format, b.body, b.source, b.batch_id, b.token_id,
     coalesce((SELECT t.name FROM {token} t WHERE t.id = b.token_id), ''),
     (SELECT t.user_id FROM {token} t WHERE t.id = b.token_id),
     coalesce((SELECT u.{username} FROM {token} t JOIN {user} u ON u.id = t.user_id WHERE t.id = b.token_id), ''),
-    b.record_count, b.attempts, b.id
+    b.id
 """
 
 
@@ -197,7 +201,7 @@ def inbox_claim(inbox_pk: int) -> Claimed | None:
             token = ApiToken.objects.filter(pk=inbox.token_id).select_related("user").first()
         name, user_id, user_name = (token.name, token.user_id, token.user.get_username()) if token else ("", None, "")
         return Claimed(inbox.format, bytes(inbox.body), inbox.source, inbox.batch_id, inbox.token_id, name, user_id,
-                       user_name, inbox.record_count, inbox.attempts, inbox.pk)  # fmt: skip
+                       user_name, inbox.pk)  # fmt: skip
     # All three statements in one round trip (pipeline mode); binary: the body comes back as its bytes.
     with connection.connection.pipeline(), psycopg.Cursor(connection.connection) as cursor:
         cursor.execute("SET LOCAL synchronous_commit TO OFF")
@@ -230,7 +234,7 @@ WITH leader AS (
     SELECT w.id FROM (SELECT id, sum(record_count) OVER (ORDER BY received_at, id) AS records FROM waiting) w
     JOIN leader l ON w.records <= %(records)s - l.record_count
 ), locked AS (  -- on the rows of `more` only: a CTE with a volatile function is never folded into the UPDATE
-    SELECT id FROM more WHERE pg_try_advisory_lock({GROUP_LOCK_SPACE}, {_GROUP_LOCK_KEY})
+    SELECT id FROM more WHERE pg_try_advisory_lock({GROUP_LOCK_SPACE}, {_group_lock_key("id")})
 )
 UPDATE usage_ingestbatch b SET attempts = b.attempts + 1, last_error = %(unfinished)s
 FROM locked WHERE b.id = locked.id
@@ -256,7 +260,7 @@ def inbox_attempt_start_more(leader_pk: int, *, limit: int, max_records: int) ->
     return sorted(pk for (pk,) in rows)
 
 
-GROUP_RELEASE = f"SELECT pg_advisory_unlock({GROUP_LOCK_SPACE}, {_GROUP_LOCK_KEY}) FROM unnest(%s::int8[]) AS id"
+GROUP_RELEASE = f"SELECT pg_advisory_unlock({GROUP_LOCK_SPACE}, {_group_lock_key('id')}) FROM unnest(%s::int8[]) AS id"
 
 
 def inbox_group_released(pks: list[int]) -> None:
@@ -280,7 +284,7 @@ FROM (
     ORDER BY id FOR NO KEY UPDATE SKIP LOCKED
 ) more
 WHERE b.id = more.id
-RETURNING b.id, b.body, b.batch_id, b.record_count, b.attempts
+RETURNING b.id, b.body, b.batch_id
 """
 
 
@@ -294,8 +298,7 @@ def inbox_claim_more(leader: Claimed, pks: list[int]) -> list[Claimed]:
     with psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(INBOX_CLAIM_MORE, {"now": timezone.now(), "ids": pks}, binary=True)
         rows = sorted(cursor.fetchall())  # in the order they arrived (ids grow with it)
-    return [leader._replace(pk=pk, body=body, batch_id=batch_id, record_count=n, attempts=attempts)
-            for pk, body, batch_id, n, attempts in rows]  # fmt: skip
+    return [leader._replace(pk=pk, body=body, batch_id=batch_id) for pk, body, batch_id in rows]
 
 
 @contextmanager
